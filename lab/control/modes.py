@@ -1,0 +1,192 @@
+"""The Lab's modes: what the controller is asked to do at each instant.
+
+A mode maps simulation time to a :class:`Command` (joint targets, control on/off, a push).
+Registry: :data:`MODES` and :func:`get_mode`; a new mode is one class plus one entry.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lab.errors import LabError
+from lab.robots.model import Robot
+
+
+@dataclass(frozen=True)
+class Command:
+    """``q_target`` (nu,) [rad]; ``enabled`` False means zero torque; ``push`` (3,) [N] on the torso or None."""
+
+    q_target: np.ndarray
+    enabled: bool = True
+    push: np.ndarray | None = None
+    pelvis_z_target: float | None = None  # [m], where the mode tracks a height
+
+
+@dataclass(frozen=True)
+class PushParams:
+    """A horizontal push on the torso: ``force_n`` [N] along +x for ``duration_s`` [s] every ``period_s`` [s]."""
+
+    force_n: float = 25.0
+    duration_s: float = 0.10
+    period_s: float = 3.0
+    first_s: float = 1.0  # time of the first push after the mode starts [s]
+
+    LIMITS = {"force_n": (0.0, 200.0), "duration_s": (0.01, 1.0), "period_s": (0.5, 60.0)}
+
+    def validated(self) -> "PushParams":
+        for name, (lo, hi) in self.LIMITS.items():
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v):
+                raise LabError(f"push {name} must be a finite number, got {v!r}", f"{name} in [{lo:g}, {hi:g}]")
+            if not lo <= v <= hi:
+                raise LabError(f"push {name} {v:g} is outside [{lo:g}, {hi:g}]", f"{name} in [{lo:g}, {hi:g}]")
+        if self.duration_s >= self.period_s:
+            raise LabError(
+                f"push duration_s {self.duration_s:g} must be shorter than period_s {self.period_s:g}",
+                "use a period longer than the push",
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class SquatParams:
+    """Squat then rise: the pelvis goes ``depth_m`` [m] down and back every ``period_s`` [s]."""
+
+    depth_m: float = 0.06
+    period_s: float = 4.0
+
+
+class Mode:
+    name = "mode"
+    description = ""
+
+    def __init__(self, robot: Robot, push: PushParams | None = None, squat: SquatParams | None = None):
+        self.robot = robot
+        self.q_nominal = robot.q_nominal.copy()
+        self.push_params = push or PushParams()
+        self.squat_params = squat or SquatParams()
+
+    def command(self, t: float) -> Command:  # t: time since the mode started [s]
+        raise NotImplementedError
+
+
+class Stand(Mode):
+    name = "stand"
+    description = "hold the nominal pose"
+
+    def __init__(self, robot, **kw):
+        super().__init__(robot, **kw)
+        self._cmd = Command(self.q_nominal)
+
+    def command(self, t):
+        return self._cmd
+
+
+class Zero(Mode):
+    name = "zero"
+    description = "control off (zero torque): the robot falls"
+
+    def __init__(self, robot, **kw):
+        super().__init__(robot, **kw)
+        self._cmd = Command(self.q_nominal, enabled=False)
+
+    def command(self, t):
+        return self._cmd
+
+
+class Push(Mode):
+    name = "push"
+    description = "stand, with a horizontal push on the torso at a fixed period"
+
+    def __init__(self, robot, **kw):
+        super().__init__(robot, **kw)
+        p = self.push_params
+        self._quiet = Command(self.q_nominal)
+        self._pushed = Command(self.q_nominal, push=np.array([p.force_n, 0.0, 0.0]))
+
+    def command(self, t):
+        p = self.push_params
+        if t < p.first_s:
+            return self._quiet
+        return self._pushed if (t - p.first_s) % p.period_s < p.duration_s else self._quiet
+
+
+@dataclass(frozen=True)
+class LegChain:
+    """Sagittal leg joints (actuator indices) and segment lengths [m] for the squat."""
+
+    hip: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    knee: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    ankle: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    thigh: float = 0.0
+    shank: float = 0.0
+
+
+def leg_chain(robot: Robot) -> LegChain:
+    """Find hip-pitch, knee and ankle-pitch joints by name and measure the segments from the model."""
+    import mujoco
+
+    names = robot.joint_names
+
+    def idx(key):
+        return np.array([i for i, n in enumerate(names) if key in n], int)
+
+    hip, knee, ankle = idx("hip_pitch"), idx("knee"), idx("ankle_pitch")
+    if not (len(hip) == len(knee) == len(ankle) == 2):
+        raise LabError(
+            "squat needs two legs with joints named *hip_pitch*, *knee* and *ankle_pitch*",
+            f"this model's actuated joints: {', '.join(names)}",
+        )
+    m = robot.model
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)  # qpos0: legs straight
+    jid = [m.actuator_trnid[i, 0] for i in (hip[0], knee[0], ankle[0])]
+    p = [d.xanchor[j] for j in jid]
+    return LegChain(hip, knee, ankle, float(np.linalg.norm(p[1] - p[0])), float(np.linalg.norm(p[2] - p[1])))
+
+
+class Squat(Mode):
+    name = "squat"
+    description = "squat then rise, periodically: tracking a moving pelvis height"
+
+    def __init__(self, robot, **kw):
+        super().__init__(robot, **kw)
+        self.chain = leg_chain(robot)
+        c = self.chain
+        k0 = float(self.q_nominal[c.knee[0]])
+        self.d0 = self._hip_ankle(k0)  # vertical hip-ankle distance at the nominal pose [m]
+        self.h0 = robot.standing_height
+
+    def _hip_ankle(self, knee):
+        c = self.chain
+        return float(np.sqrt(c.thigh**2 + c.shank**2 + 2 * c.thigh * c.shank * np.cos(knee)))
+
+    def height_target(self, t) -> float:
+        p = self.squat_params
+        return self.h0 - p.depth_m * 0.5 * (1.0 - np.cos(2 * np.pi * t / p.period_s))
+
+    def command(self, t):
+        c = self.chain
+        drop = self.h0 - self.height_target(t)
+        d = self.d0 - drop
+        cosk = (d * d - c.thigh**2 - c.shank**2) / (2 * c.thigh * c.shank)
+        knee = float(np.arccos(np.clip(cosk, -1.0, 1.0)))
+        hip = -float(np.arctan2(c.shank * np.sin(knee), c.thigh + c.shank * np.cos(knee)))
+        q = self.q_nominal.copy()
+        q[c.hip], q[c.knee], q[c.ankle] = hip, knee, -(hip + knee)
+        return Command(q, pelvis_z_target=self.height_target(t))
+
+
+MODES = {m.name: m for m in (Stand, Squat, Push, Zero)}
+
+
+def register(mode_cls) -> None:
+    MODES[mode_cls.name] = mode_cls
+
+
+def get_mode(name, robot: Robot, **kw) -> Mode:
+    """The mode ``name`` for ``robot``; an unknown name raises and lists what exists."""
+    if not isinstance(name, str) or name not in MODES:
+        shown = name if isinstance(name, str) else repr(name)
+        raise LabError(f"unknown mode '{shown}'", f"available: {', '.join(MODES)}")
+    return MODES[name](robot, **kw)

@@ -1,0 +1,306 @@
+"""Loading a humanoid (URDF or MJCF) into MuJoCo with the lab's additions, and its identity.
+
+The built-in Q1 is one URDF (``q1/q1.urdf``) that PyBullet loads as it is; for MuJoCo this
+module adds, in code, what URDF cannot say: a free base joint, one torque motor per hinge
+(ctrlrange from the URDF ``effort``), floor, lights, timestep and offscreen buffer.
+"""
+
+import hashlib
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from lab.errors import LabError
+from lab.robots.config import RobotConfig, load_config
+
+BUILTIN_URDF = Path(__file__).parent / "q1" / "q1.urdf"
+TIMESTEP = 0.001  # [s]
+# The order the built-in robot's actuators are listed in (legs, waist, arms, head).
+Q1_ORDER = [
+    f"{side}_{j}_joint"
+    for side in ("left", "right")
+    for j in ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
+] + ["waist_yaw_joint"] + [
+    f"{side}_{j}_joint" for side in ("left", "right") for j in ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow")
+] + ["head_yaw_joint"]
+
+
+@dataclass
+class Robot:
+    """A compiled humanoid plus what the controller needs, indexed in actuator order."""
+
+    path: Path
+    kind: str  # "urdf" | "mjcf"
+    builtin: bool
+    model: mujoco.MjModel
+    config: RobotConfig
+    identity: str  # SHA-256 hex
+    assets: list  # files the model references, absolute paths
+    joint_names: list  # actuated joints, actuator order
+    actuator_names: list
+    qadr: np.ndarray  # (nu,) qpos address of each actuated joint
+    dadr: np.ndarray  # (nu,) dof address of each actuated joint
+    kp: np.ndarray  # (nu,) [N·m/rad]
+    kd: np.ndarray  # (nu,) [N·m·s/rad]
+    q_nominal: np.ndarray  # (nu,) [rad]
+    tau_limit: np.ndarray  # (nu,) [N·m], symmetric
+    root_body: int
+    torso_body: int
+    foot_bodies: list
+    init_qpos: np.ndarray = field(default=None)  # (nq,) nominal pose, feet on the floor
+    standing_height: float = 0.0  # root z in init_qpos [m]
+    total_mass: float = 0.0  # [kg]
+
+    @property
+    def short_id(self) -> str:
+        return self.identity[:12]
+
+    def identity_dict(self) -> dict:
+        return {
+            "sha256": self.identity,
+            "short": self.short_id,
+            "file": self.path.name,
+            "mujoco": mujoco.__version__,
+            "nq": int(self.model.nq),
+            "nv": int(self.model.nv),
+            "nu": int(self.model.nu),
+        }
+
+
+def _resolve_mesh(filename: str, base: Path) -> Path:
+    """A mesh path from a URDF: ``package://pkg/x`` or relative to the URDF's folder."""
+    if filename.startswith("package://"):
+        rest = filename[len("package://") :]
+        parts = Path(rest).parts
+        for candidate_root in [base, *base.parents][:4]:
+            for skip in (1, 0):
+                p = candidate_root.joinpath(*parts[skip:])
+                if p.exists():
+                    return p.resolve()
+        return (base / Path(*parts[1:])).resolve()
+    if filename.startswith("file://"):
+        filename = filename[len("file://") :]
+    p = Path(filename)
+    return (p if p.is_absolute() else base / p).resolve()
+
+
+def _urdf_for_mujoco(path: Path) -> tuple[str, list, dict]:
+    """The URDF text with absolute mesh paths and MuJoCo compiler options; assets; efforts."""
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        raise LabError(f"model {path} is not valid XML: {exc}", "check the file is a URDF or MJCF model") from exc
+    assets = []
+    for mesh in root.iter("mesh"):
+        fn = mesh.get("filename")
+        if fn:
+            resolved = _resolve_mesh(fn, path.parent)
+            if not resolved.exists():
+                raise LabError(
+                    f"model {path.name} references mesh '{fn}', not found at {resolved}",
+                    "meshes are looked up relative to the URDF file (package:// is stripped)",
+                )
+            mesh.set("filename", str(resolved))
+            assets.append(resolved)
+    efforts = {}
+    for j in root.iter("joint"):
+        lim = j.find("limit")
+        if lim is not None and lim.get("effort"):
+            efforts[j.get("name")] = float(lim.get("effort"))
+    for old in root.findall("mujoco"):
+        root.remove(old)
+    mj = ET.SubElement(root, "mujoco")
+    ET.SubElement(
+        mj, "compiler", strippath="false", discardvisual="false", fusestatic="false", balanceinertia="true"
+    )
+    return ET.tostring(root, encoding="unicode"), assets, efforts
+
+
+def _mjcf_assets(path: Path, spec: mujoco.MjSpec) -> list:
+    base = path.parent
+    meshdir = base / (spec.meshdir or "")
+    texdir = base / (spec.texturedir or "")
+    out = []
+    for m in spec.meshes:
+        if m.file:
+            out.append((meshdir / m.file).resolve())
+    for t in spec.textures:
+        if t.file:
+            out.append((texdir / t.file).resolve())
+    return out
+
+
+def compute_identity(path: Path, assets: list, model: mujoco.MjModel) -> str:
+    """SHA-256 over the model file, every asset it references, the MuJoCo version and nq/nv/nu."""
+    h = hashlib.sha256()
+    h.update(path.read_bytes())
+    for a in sorted(set(assets)):
+        h.update(a.name.encode())
+        h.update(a.read_bytes())
+    h.update(f"mujoco={mujoco.__version__};nq={model.nq};nv={model.nv};nu={model.nu}".encode())
+    return h.hexdigest()
+
+
+def _add_world(spec: mujoco.MjSpec) -> None:
+    has_plane = any(g.type == mujoco.mjtGeom.mjGEOM_PLANE for g in spec.geoms)
+    spec.visual.global_.offwidth = 1280
+    spec.visual.global_.offheight = 960
+    spec.visual.quality.shadowsize = 2048
+    spec.visual.headlight.ambient = [0.35, 0.35, 0.38]
+    spec.visual.headlight.diffuse = [0.45, 0.45, 0.45]
+    spec.add_texture(
+        name="lab_sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX, builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
+        rgb1=[0.32, 0.40, 0.50], rgb2=[0.05, 0.06, 0.08], width=256, height=256,
+    )
+    if not has_plane:
+        spec.add_texture(
+            name="lab_grid", type=mujoco.mjtTexture.mjTEXTURE_2D, builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+            rgb1=[0.20, 0.23, 0.27], rgb2=[0.14, 0.16, 0.19], mark=mujoco.mjtMark.mjMARK_EDGE,
+            markrgb=[0.35, 0.38, 0.42], width=512, height=512,
+        )
+        mat = spec.add_material(name="lab_floor", texrepeat=[8, 8], reflectance=0.15)
+        mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = "lab_grid"
+        spec.worldbody.add_geom(
+            name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], material="lab_floor",
+            contype=0, conaffinity=1, friction=[1.0, 0.005, 0.0001],
+        )
+    spec.worldbody.add_light(name="lab_key", pos=[0.6, -0.8, 2.5], dir=[-0.25, 0.3, -1], castshadow=True,
+                             diffuse=[0.6, 0.6, 0.6], specular=[0.2, 0.2, 0.2])
+
+
+def _find_body(model, pattern: str, fallback: int) -> int:
+    for b in range(model.nbody):
+        if re.search(pattern, model.body(b).name or ""):
+            return b
+    return fallback
+
+
+def load_robot(path: str | Path | None = None) -> Robot:
+    """Load ``path`` (URDF or MJCF; None for the built-in Q1) and add the lab's pieces.
+
+    Raises :class:`LabError` with one clear line for a missing file or a model that does not compile.
+    """
+    builtin = path is None
+    path = Path(BUILTIN_URDF if builtin else path).expanduser()
+    if not path.exists():
+        raise LabError(f"model file not found: {path}", "pass --model PATH to an existing .urdf or .xml file")
+    if not path.is_file():
+        raise LabError(f"model path is not a file: {path}", "pass --model PATH to a .urdf or .xml file")
+    text = path.read_text(errors="replace")
+    kind = "urdf" if re.search(r"<robot\b", text) else "mjcf"
+    efforts = {}
+    try:
+        if kind == "urdf":
+            xml, assets, efforts = _urdf_for_mujoco(path)
+            spec = mujoco.MjSpec.from_string(xml)
+            spec.modelfiledir = str(path.parent)
+        else:
+            spec = mujoco.MjSpec.from_file(str(path))
+            assets = _mjcf_assets(path, spec)
+    except LabError:
+        raise
+    except Exception as exc:  # mujoco raises ValueError with the compiler's message
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LabError(f"model {path.name} does not load: {msg}", "check the file is a valid URDF or MJCF model") from exc
+
+    root = spec.worldbody.first_body()
+    if root is None:
+        raise LabError(f"model {path.name} has no bodies", "a humanoid needs a floating root body")
+    if not any(j.type == mujoco.mjtJoint.mjJNT_FREE for j in root.joints):
+        if len(root.joints):
+            raise LabError(f"model {path.name}: root body '{root.name}' already has joints but no free joint",
+                           "the lab simulates floating-base humanoids")
+        root.add_freejoint(name="floating_base")
+    if kind == "urdf":
+        for g in spec.geoms:
+            if g.contype or g.conaffinity:  # collision geoms: hidden group, collide with the floor only
+                g.group = 3
+                g.contype, g.conaffinity = 1, 0
+                g.friction = [1.0, 0.005, 0.0001]
+    spec.option.timestep = TIMESTEP
+    _add_world(spec)
+    config = load_config(path, builtin)
+
+    if len(spec.actuators) == 0:
+        hinges = [j for j in spec.joints if j.type == mujoco.mjtJoint.mjJNT_HINGE]
+        if builtin:
+            hinges.sort(key=lambda j: Q1_ORDER.index(j.name) if j.name in Q1_ORDER else 999)
+        for j in hinges:
+            lim = efforts.get(j.name) or config.effort_for(j.name)
+            short = re.sub(r"_joint$", "", j.name)
+            spec.add_actuator(
+                name=f"motor_{short}", target=j.name, trntype=mujoco.mjtTrn.mjTRN_JOINT,
+                gear=[1, 0, 0, 0, 0, 0], ctrllimited=mujoco.mjtLimited.mjLIMITED_TRUE, ctrlrange=[-lim, lim],
+            )
+    try:
+        model = spec.compile()
+    except Exception as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LabError(f"model {path.name} does not compile: {msg}", "check the model in MuJoCo's simulate viewer") from exc
+    return _finish(path, kind, builtin, model, config, assets)
+
+
+def _finish(path, kind, builtin, model, config, assets) -> Robot:
+    joint_names, actuator_names, qadr, dadr, lims = [], [], [], [], []
+    for a in range(model.nu):
+        if model.actuator_trntype[a] != mujoco.mjtTrn.mjTRN_JOINT:
+            continue
+        j = model.actuator_trnid[a, 0]
+        if model.jnt_type[j] != mujoco.mjtJoint.mjJNT_HINGE:
+            continue
+        joint_names.append(model.joint(j).name)
+        actuator_names.append(model.actuator(a).name)
+        qadr.append(model.jnt_qposadr[j])
+        dadr.append(model.jnt_dofadr[j])
+        lo, hi = model.actuator_ctrlrange[a]
+        gear = model.actuator_gear[a, 0] or 1.0
+        lims.append(min(abs(lo), abs(hi)) * abs(gear) if model.actuator_ctrllimited[a] else config.effort_for(joint_names[-1]))
+    if len(joint_names) != model.nu:
+        raise LabError(f"model {path.name}: {model.nu - len(joint_names)} actuator(s) do not drive a hinge joint",
+                       "the lab's PD law drives one motor per hinge joint")
+    gains = [config.gains_for(n) for n in joint_names]
+    robot = Robot(
+        path=path, kind=kind, builtin=builtin, model=model, config=config,
+        identity=compute_identity(path, assets, model), assets=assets,
+        joint_names=joint_names, actuator_names=actuator_names,
+        qadr=np.array(qadr), dadr=np.array(dadr),
+        kp=np.array([g[0] for g in gains]), kd=np.array([g[1] for g in gains]),
+        q_nominal=np.array([config.nominal_for(n) for n in joint_names]),
+        tau_limit=np.array(lims, dtype=float),
+        root_body=1,
+        torso_body=_find_body(model, config.torso_body, 1),
+        foot_bodies=[b for b in range(model.nbody) if re.search(config.foot_bodies, model.body(b).name or "")],
+    )
+    lo = model.jnt_range[[model.actuator_trnid[a, 0] for a in range(model.nu)], 0]
+    hi = model.jnt_range[[model.actuator_trnid[a, 0] for a in range(model.nu)], 1]
+    limited = model.jnt_limited[[model.actuator_trnid[a, 0] for a in range(model.nu)]].astype(bool)
+    robot.q_nominal = np.where(limited, np.clip(robot.q_nominal, lo, hi), robot.q_nominal)
+    robot.init_qpos, robot.standing_height = _standing_qpos(robot)
+    robot.total_mass = float(model.body_mass.sum())
+    return robot
+
+
+def _standing_qpos(robot: Robot) -> tuple[np.ndarray, float]:
+    """qpos at the nominal pose with the lowest collision point 0.5 mm above the floor."""
+    m = robot.model
+    d = mujoco.MjData(m)
+    qpos = m.qpos0.copy()
+    qpos[0:3] = [0, 0, 1.0]
+    qpos[3:7] = [1, 0, 0, 0]
+    qpos[robot.qadr] = robot.q_nominal
+    d.qpos[:] = qpos
+    mujoco.mj_forward(m, d)
+    lowest = np.inf
+    for g in range(m.ngeom):
+        if m.geom_bodyid[g] == 0 or not (m.geom_contype[g] or m.geom_conaffinity[g]):
+            continue
+        lowest = min(lowest, d.geom_xpos[g, 2] - m.geom_rbound[g] if m.geom_type[g] != mujoco.mjtGeom.mjGEOM_SPHERE
+                     else d.geom_xpos[g, 2] - m.geom_size[g, 0])
+    if not np.isfinite(lowest):
+        lowest = 0.0
+    qpos[2] = 1.0 - lowest + 0.0005
+    return qpos, float(qpos[2])

@@ -1,0 +1,87 @@
+"""The engine interface: what the controller, the metrics and the renderer need of a physics engine.
+
+Every array is in the robot's actuator order (``Robot.joint_names``); joints are matched to an
+engine's own indices by name, never by index. Quaternions are w, x, y, z.
+"""
+
+from abc import ABC, abstractmethod
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Contact(NamedTuple):
+    """One contact of a foot with the floor: ``side`` 0 = left, 1 = right; ``pos`` (3,) [m]; ``fz`` [N]."""
+
+    side: int
+    pos: np.ndarray
+    fz: float
+
+
+class Engine(ABC):
+    """One simulated humanoid. ``dt`` is the physics step [s]; ``step`` advances by one."""
+
+    name: str = "engine"
+    version: str = ""
+    dt: float = 0.001
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Back to the nominal standing pose, at rest, time 0."""
+
+    @abstractmethod
+    def step(self, tau: np.ndarray) -> None:
+        """Apply joint torques ``tau`` (nu,) [N·m] for one physics step."""
+
+    @abstractmethod
+    def joint_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(q (nu,) [rad], qd (nu,) [rad/s])``."""
+
+    @abstractmethod
+    def base_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """Root link frame: ``(pos (3,) [m], quat (4,) w, x, y, z)`` in the world."""
+
+    @abstractmethod
+    def torso_quat(self) -> np.ndarray:
+        """Torso body orientation (4,) w, x, y, z."""
+
+    @abstractmethod
+    def set_push(self, force: np.ndarray | None) -> None:
+        """Hold a world-frame force (3,) [N] on the torso's centre of mass until changed; None clears it."""
+
+    @abstractmethod
+    def com(self) -> np.ndarray:
+        """Whole-body centre of mass (3,) [m]."""
+
+    @abstractmethod
+    def foot_contacts(self) -> list[Contact]:
+        """Current foot-floor contacts with their normal forces."""
+
+    @abstractmethod
+    def mj_qpos(self) -> np.ndarray:
+        """The state as a MuJoCo qpos (nq,) of the lab's model, for rendering and comparison."""
+
+    def bias_torque(self) -> np.ndarray | None:
+        """Gravity + Coriolis torque (nu,) [N·m] for feed-forward, or None if the engine has none."""
+        return None
+
+    @property
+    @abstractmethod
+    def time(self) -> float:
+        """Simulation time [s]."""
+
+    @property
+    @abstractmethod
+    def total_mass(self) -> float:
+        """Mass of the robot as this engine sees it [kg]."""
+
+
+def quat_pitch_deg(quat: np.ndarray) -> float:
+    """Pitch [deg] of a w, x, y, z quaternion (ZYX Euler; positive leans forward, toward +x)."""
+    w, x, y, z = quat
+    return float(np.degrees(np.arcsin(np.clip(2.0 * (w * y - z * x), -1.0, 1.0))))
+
+
+def quat_roll_deg(quat: np.ndarray) -> float:
+    w, x, y, z = quat
+    return float(np.degrees(np.arctan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y))))

@@ -1,0 +1,97 @@
+"""MuJoCo behind the :class:`~lab.sim.engine.Engine` interface."""
+
+import mujoco
+import numpy as np
+
+from lab.robots.model import Robot
+from lab.sim.engine import Contact, Engine
+
+
+class MujocoEngine(Engine):
+    name = "mujoco"
+    version = mujoco.__version__
+
+    def __init__(self, robot: Robot):
+        self.robot = robot
+        self.model = robot.model
+        self.data = mujoco.MjData(self.model)
+        self.dt = float(self.model.opt.timestep)
+        self._qadr, self._dadr = robot.qadr, robot.dadr
+        self._act = np.arange(self.model.nu)  # actuators are in robot order by construction
+        self._torso = robot.torso_body
+        self._free_q = int(self.model.jnt_qposadr[self.model.body_jntadr[robot.root_body]])
+        self._floor_geoms = {g for g in range(self.model.ngeom) if self.model.geom_bodyid[g] == 0}
+        self._foot_side = self._foot_sides()
+        self._force6 = np.zeros(6)
+        self.reset()
+
+    def _foot_sides(self) -> dict:
+        """body id -> 0 (left) / 1 (right) for each foot body and its descendants."""
+        m, out = self.model, {}
+        for b in self.robot.foot_bodies:
+            name = m.body(b).name
+            side = 1 if ("right" in name or name.startswith("r_") or "_r_" in name) else 0
+            for c in range(m.nbody):
+                p = c
+                while p > 0:
+                    if p == b:
+                        out[c] = side
+                        break
+                    p = m.body_parentid[p]
+        return out
+
+    def reset(self) -> None:
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[:] = self.robot.init_qpos
+        mujoco.mj_forward(self.model, self.data)
+
+    def step(self, tau: np.ndarray) -> None:
+        self.data.ctrl[:] = tau
+        mujoco.mj_step(self.model, self.data)
+
+    def joint_state(self):
+        return self.data.qpos[self._qadr], self.data.qvel[self._dadr]
+
+    def base_pose(self):
+        a = self._free_q
+        return self.data.qpos[a : a + 3].copy(), self.data.qpos[a + 3 : a + 7].copy()
+
+    def torso_quat(self):
+        return self.data.xquat[self._torso].copy()
+
+    def set_push(self, force):
+        self.data.xfrc_applied[self._torso, :] = 0.0
+        if force is not None:
+            self.data.xfrc_applied[self._torso, :3] = force
+
+    def com(self):
+        return self.data.subtree_com[self.robot.root_body].copy()
+
+    def foot_contacts(self):
+        m, d, out = self.model, self.data, []
+        for i in range(d.ncon):
+            c = d.contact[i]
+            g1, g2 = c.geom1, c.geom2
+            other = g2 if g1 in self._floor_geoms else g1 if g2 in self._floor_geoms else None
+            if other is None:
+                continue
+            side = self._foot_side.get(int(m.geom_bodyid[other]))
+            if side is None:
+                continue
+            mujoco.mj_contactForce(m, d, i, self._force6)
+            out.append(Contact(side, c.pos.copy(), float(abs(self._force6[0]))))
+        return out
+
+    def mj_qpos(self):
+        return self.data.qpos.copy()
+
+    def bias_torque(self):
+        return self.data.qfrc_bias[self._dadr]
+
+    @property
+    def time(self):
+        return float(self.data.time)
+
+    @property
+    def total_mass(self):
+        return float(self.model.body_mass.sum())
