@@ -20,6 +20,7 @@ class Command:
     enabled: bool = True
     push: np.ndarray | None = None
     pelvis_z_target: float | None = None  # [m], where the mode tracks a height
+    extras: dict | None = None  # mode-specific numbers for the curves (e.g. planned CoM/ZMP of a walk)
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class PushParams:
     period_s: float = 3.0
     first_s: float = 1.0  # time of the first push after the mode starts [s]
 
-    LIMITS = {"force_n": (0.0, 200.0), "duration_s": (0.01, 1.0), "period_s": (0.5, 60.0)}
+    LIMITS = {"force_n": (0.0, 200.0), "duration_s": (0.01, 1.0), "period_s": (0.5, 60.0), "first_s": (0.0, 60.0)}
 
     def validated(self) -> "PushParams":
         for name, (lo, hi) in self.LIMITS.items():

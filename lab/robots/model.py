@@ -20,13 +20,20 @@ from lab.robots.config import RobotConfig, load_config
 BUILTIN_URDF = Path(__file__).parent / "q1" / "q1.urdf"
 TIMESTEP = 0.001  # [s]
 # The order the built-in robot's actuators are listed in (legs, waist, arms, head).
-Q1_ORDER = [
-    f"{side}_{j}_joint"
-    for side in ("left", "right")
-    for j in ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
-] + ["waist_yaw_joint"] + [
-    f"{side}_{j}_joint" for side in ("left", "right") for j in ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow")
-] + ["head_yaw_joint"]
+Q1_ORDER = (
+    [
+        f"{side}_{j}_joint"
+        for side in ("left", "right")
+        for j in ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
+    ]
+    + ["waist_yaw_joint"]
+    + [
+        f"{side}_{j}_joint"
+        for side in ("left", "right")
+        for j in ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow")
+    ]
+    + ["head_yaw_joint"]
+)
 
 
 @dataclass
@@ -114,9 +121,7 @@ def _urdf_for_mujoco(path: Path) -> tuple[str, list, dict]:
     for old in root.findall("mujoco"):
         root.remove(old)
     mj = ET.SubElement(root, "mujoco")
-    ET.SubElement(
-        mj, "compiler", strippath="false", discardvisual="false", fusestatic="false", balanceinertia="true"
-    )
+    ET.SubElement(mj, "compiler", strippath="false", discardvisual="false", fusestatic="false", balanceinertia="true")
     return ET.tostring(root, encoding="unicode"), assets, efforts
 
 
@@ -153,23 +158,45 @@ def _add_world(spec: mujoco.MjSpec) -> None:
     spec.visual.headlight.ambient = [0.35, 0.35, 0.38]
     spec.visual.headlight.diffuse = [0.45, 0.45, 0.45]
     spec.add_texture(
-        name="lab_sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX, builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
-        rgb1=[0.32, 0.40, 0.50], rgb2=[0.05, 0.06, 0.08], width=256, height=256,
+        name="lab_sky",
+        type=mujoco.mjtTexture.mjTEXTURE_SKYBOX,
+        builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
+        rgb1=[0.32, 0.40, 0.50],
+        rgb2=[0.05, 0.06, 0.08],
+        width=256,
+        height=256,
     )
     if not has_plane:
         spec.add_texture(
-            name="lab_grid", type=mujoco.mjtTexture.mjTEXTURE_2D, builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
-            rgb1=[0.20, 0.23, 0.27], rgb2=[0.14, 0.16, 0.19], mark=mujoco.mjtMark.mjMARK_EDGE,
-            markrgb=[0.35, 0.38, 0.42], width=512, height=512,
+            name="lab_grid",
+            type=mujoco.mjtTexture.mjTEXTURE_2D,
+            builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+            rgb1=[0.20, 0.23, 0.27],
+            rgb2=[0.14, 0.16, 0.19],
+            mark=mujoco.mjtMark.mjMARK_EDGE,
+            markrgb=[0.35, 0.38, 0.42],
+            width=512,
+            height=512,
         )
-        mat = spec.add_material(name="lab_floor", texrepeat=[8, 8], reflectance=0.15)
+        mat = spec.add_material(name="lab_floor", texrepeat=[10, 10], reflectance=0.15)
         mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = "lab_grid"
         spec.worldbody.add_geom(
-            name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], material="lab_floor",
-            contype=0, conaffinity=1, friction=[1.0, 0.005, 0.0001],
+            name="floor",
+            type=mujoco.mjtGeom.mjGEOM_PLANE,
+            size=[5, 5, 0.05],
+            material="lab_floor",
+            contype=0,
+            conaffinity=1,
+            friction=[1.0, 0.005, 0.0001],
         )
-    spec.worldbody.add_light(name="lab_key", pos=[0.6, -0.8, 2.5], dir=[-0.25, 0.3, -1], castshadow=True,
-                             diffuse=[0.6, 0.6, 0.6], specular=[0.2, 0.2, 0.2])
+    spec.worldbody.add_light(
+        name="lab_key",
+        pos=[0.6, -0.8, 2.5],
+        dir=[-0.25, 0.3, -1],
+        castshadow=True,
+        diffuse=[0.6, 0.6, 0.6],
+        specular=[0.2, 0.2, 0.2],
+    )
 
 
 def _find_body(model, pattern: str, fallback: int) -> int:
@@ -205,15 +232,19 @@ def load_robot(path: str | Path | None = None) -> Robot:
         raise
     except Exception as exc:  # mujoco raises ValueError with the compiler's message
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise LabError(f"model {path.name} does not load: {msg}", "check the file is a valid URDF or MJCF model") from exc
+        raise LabError(
+            f"model {path.name} does not load: {msg}", "check the file is a valid URDF or MJCF model"
+        ) from exc
 
     root = spec.worldbody.first_body()
     if root is None:
         raise LabError(f"model {path.name} has no bodies", "a humanoid needs a floating root body")
     if not any(j.type == mujoco.mjtJoint.mjJNT_FREE for j in root.joints):
         if len(root.joints):
-            raise LabError(f"model {path.name}: root body '{root.name}' already has joints but no free joint",
-                           "the lab simulates floating-base humanoids")
+            raise LabError(
+                f"model {path.name}: root body '{root.name}' already has joints but no free joint",
+                "the lab simulates floating-base humanoids",
+            )
         root.add_freejoint(name="floating_base")
     if kind == "urdf":
         for g in spec.geoms:
@@ -233,14 +264,20 @@ def load_robot(path: str | Path | None = None) -> Robot:
             lim = efforts.get(j.name) or config.effort_for(j.name)
             short = re.sub(r"_joint$", "", j.name)
             spec.add_actuator(
-                name=f"motor_{short}", target=j.name, trntype=mujoco.mjtTrn.mjTRN_JOINT,
-                gear=[1, 0, 0, 0, 0, 0], ctrllimited=mujoco.mjtLimited.mjLIMITED_TRUE, ctrlrange=[-lim, lim],
+                name=f"motor_{short}",
+                target=j.name,
+                trntype=mujoco.mjtTrn.mjTRN_JOINT,
+                gear=[1, 0, 0, 0, 0, 0],
+                ctrllimited=mujoco.mjtLimited.mjLIMITED_TRUE,
+                ctrlrange=[-lim, lim],
             )
     try:
         model = spec.compile()
     except Exception as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise LabError(f"model {path.name} does not compile: {msg}", "check the model in MuJoCo's simulate viewer") from exc
+        raise LabError(
+            f"model {path.name} does not compile: {msg}", "check the model in MuJoCo's simulate viewer"
+        ) from exc
     return _finish(path, kind, builtin, model, config, assets)
 
 
@@ -258,17 +295,29 @@ def _finish(path, kind, builtin, model, config, assets) -> Robot:
         dadr.append(model.jnt_dofadr[j])
         lo, hi = model.actuator_ctrlrange[a]
         gear = model.actuator_gear[a, 0] or 1.0
-        lims.append(min(abs(lo), abs(hi)) * abs(gear) if model.actuator_ctrllimited[a] else config.effort_for(joint_names[-1]))
+        lims.append(
+            min(abs(lo), abs(hi)) * abs(gear) if model.actuator_ctrllimited[a] else config.effort_for(joint_names[-1])
+        )
     if len(joint_names) != model.nu:
-        raise LabError(f"model {path.name}: {model.nu - len(joint_names)} actuator(s) do not drive a hinge joint",
-                       "the lab's PD law drives one motor per hinge joint")
+        raise LabError(
+            f"model {path.name}: {model.nu - len(joint_names)} actuator(s) do not drive a hinge joint",
+            "the lab's PD law drives one motor per hinge joint",
+        )
     gains = [config.gains_for(n) for n in joint_names]
     robot = Robot(
-        path=path, kind=kind, builtin=builtin, model=model, config=config,
-        identity=compute_identity(path, assets, model), assets=assets,
-        joint_names=joint_names, actuator_names=actuator_names,
-        qadr=np.array(qadr), dadr=np.array(dadr),
-        kp=np.array([g[0] for g in gains]), kd=np.array([g[1] for g in gains]),
+        path=path,
+        kind=kind,
+        builtin=builtin,
+        model=model,
+        config=config,
+        identity=compute_identity(path, assets, model),
+        assets=assets,
+        joint_names=joint_names,
+        actuator_names=actuator_names,
+        qadr=np.array(qadr),
+        dadr=np.array(dadr),
+        kp=np.array([g[0] for g in gains]),
+        kd=np.array([g[1] for g in gains]),
         q_nominal=np.array([config.nominal_for(n) for n in joint_names]),
         tau_limit=np.array(lims, dtype=float),
         root_body=1,
@@ -298,8 +347,12 @@ def _standing_qpos(robot: Robot) -> tuple[np.ndarray, float]:
     for g in range(m.ngeom):
         if m.geom_bodyid[g] == 0 or not (m.geom_contype[g] or m.geom_conaffinity[g]):
             continue
-        lowest = min(lowest, d.geom_xpos[g, 2] - m.geom_rbound[g] if m.geom_type[g] != mujoco.mjtGeom.mjGEOM_SPHERE
-                     else d.geom_xpos[g, 2] - m.geom_size[g, 0])
+        if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE:
+            low = d.geom_xpos[g, 2] - m.geom_size[g, 0]
+        else:  # lowest corner of the geom's bounding box (tight for boxes and box-like meshes)
+            rz = d.geom_xmat[g].reshape(3, 3)[2]
+            low = d.geom_xpos[g, 2] + rz @ m.geom_aabb[g, :3] - np.abs(rz) @ m.geom_aabb[g, 3:]
+        lowest = min(lowest, low)
     if not np.isfinite(lowest):
         lowest = 0.0
     qpos[2] = 1.0 - lowest + 0.0005

@@ -23,6 +23,7 @@ class Rollout:
         self.gains = gains
         self.mode = mode
         self.mode_t0 = 0.0
+        _bind(mode, engine)
         self.command = mode.command(0.0)
         self._zero = np.zeros_like(gains.kp)
         self._push_on = False
@@ -39,6 +40,7 @@ class Rollout:
     def set_mode(self, mode: Mode) -> None:
         self.mode = mode
         self.mode_t0 = self.engine.time
+        _bind(mode, self.engine)
         self.command = mode.command(0.0)
 
     def step(self) -> None:
@@ -58,7 +60,16 @@ class Rollout:
 
     def metrics(self) -> Metrics:
         cmd = self.command
-        return measure(self.engine, cmd.q_target, self.x0, pelvis_z_target=cmd.pelvis_z_target, push=cmd.push is not None)
+        return measure(
+            self.engine, cmd.q_target, self.x0, pelvis_z_target=cmd.pelvis_z_target, push=cmd.push is not None
+        )
+
+
+def _bind(mode: Mode, engine: Engine) -> None:
+    """Modes that need the real state (the closed-loop ``walk``) get the engine through ``bind``."""
+    bind = getattr(mode, "bind", None)
+    if bind is not None:
+        bind(engine)
 
 
 def simulate(rollout: Rollout, seconds: float, sample_dt: float = 0.01, on_sample=None) -> list[Metrics]:

@@ -123,11 +123,31 @@ def leg(side, s):
 
 def arm(side, s):
     p = f"{side}_"
-    out = joint(f"{p}shoulder_pitch_joint", "torso_link", f"{p}shoulder_pitch_link", (0, s * 0.105, 0.17), (0, 1, 0), -3.0, 1.5, 22)
+    out = joint(
+        f"{p}shoulder_pitch_joint",
+        "torso_link",
+        f"{p}shoulder_pitch_link",
+        (0, s * 0.105, 0.17),
+        (0, 1, 0),
+        -3.0,
+        1.5,
+        22,
+    )
     out += small_link(f"{p}shoulder_pitch_link", 0.15, ROTOR["arm"])
-    out += joint(f"{p}shoulder_roll_joint", f"{p}shoulder_pitch_link", f"{p}shoulder_roll_link", (0, 0, 0), (1, 0, 0), -1.5, 1.5, 22)
+    out += joint(
+        f"{p}shoulder_roll_joint",
+        f"{p}shoulder_pitch_link",
+        f"{p}shoulder_roll_link",
+        (0, 0, 0),
+        (1, 0, 0),
+        -1.5,
+        1.5,
+        22,
+    )
     out += small_link(f"{p}shoulder_roll_link", 0.15, ROTOR["arm"])
-    out += joint(f"{p}shoulder_yaw_joint", f"{p}shoulder_roll_link", f"{p}upper_arm_link", (0, 0, 0), (0, 0, 1), -1.5, 1.5, 22)
+    out += joint(
+        f"{p}shoulder_yaw_joint", f"{p}shoulder_roll_link", f"{p}upper_arm_link", (0, 0, 0), (0, 0, 1), -1.5, 1.5, 22
+    )
     out += rod_link(f"{p}upper_arm_link", 0.35, 0.12, 0.024, ROTOR["arm"], "grey")
     out += joint(f"{p}elbow_joint", f"{p}upper_arm_link", f"{p}forearm_link", (0, 0, -0.12), (0, 1, 0), -2.3, 0.2, 22)
     out += rod_link(f"{p}forearm_link", 0.25, 0.13, 0.02, ROTOR["arm"], "grey")

@@ -1,0 +1,156 @@
+"""Offscreen rendering of a robot state through EGL, with quality presets and a following camera.
+
+Set ``MUJOCO_GL=egl`` before ``import mujoco`` (``app.py`` and :func:`ensure_egl` do). A GL
+context belongs to the thread that made it: create the :class:`Renderer` in the thread that renders.
+"""
+
+import copy
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def ensure_egl() -> None:
+    """Choose EGL for MuJoCo and PyOpenGL unless the user chose otherwise (call before importing mujoco)."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    if os.environ["MUJOCO_GL"] == "egl":
+        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+
+
+ensure_egl()
+import mujoco  # noqa: E402
+
+
+@dataclass(frozen=True)
+class RenderPreset:
+    """What the GPU (or llvmpipe) is asked to do per frame."""
+
+    shadows: bool
+    reflections: bool
+    msaa: int  # offscreen multisamples
+    skybox: bool = True
+
+
+PRESETS = {
+    "fast": RenderPreset(shadows=False, reflections=False, msaa=0),
+    "nice": RenderPreset(shadows=True, reflections=True, msaa=4),
+}
+
+_GL_INFO: dict | None = None
+
+
+def gl_info() -> dict:
+    """The OpenGL renderer behind EGL: ``{"renderer", "vendor", "version", "software"}`` (probed once)."""
+    global _GL_INFO
+    if _GL_INFO is None:
+        info = {"renderer": "unknown", "vendor": "unknown", "version": "unknown", "software": True}
+        try:
+            ctx = mujoco.GLContext(16, 16)
+            ctx.make_current()
+            from OpenGL import GL
+
+            info = {
+                "renderer": GL.glGetString(GL.GL_RENDERER).decode(),
+                "vendor": GL.glGetString(GL.GL_VENDOR).decode(),
+                "version": GL.glGetString(GL.GL_VERSION).decode(),
+            }
+            name = info["renderer"].lower()
+            info["software"] = any(s in name for s in ("llvmpipe", "softpipe", "swrast", "software"))
+            ctx.free()
+        except Exception as exc:  # no EGL at all: report it, rendering will fail with a clear error later
+            info["error"] = str(exc)
+        _GL_INFO = info
+    return dict(_GL_INFO)
+
+
+def default_preset() -> str:
+    """``fast`` on a software renderer (Mesa llvmpipe), ``nice`` on a GPU."""
+    return "fast" if gl_info().get("software", True) else "nice"
+
+
+def check_preset(name) -> str:
+    from lab.errors import LabError
+
+    if not isinstance(name, str) or name not in PRESETS:
+        raise LabError(f"unknown render preset {name!r}", f"available: {', '.join(PRESETS)}")
+    return name
+
+
+class Renderer:
+    """Draws a robot from a qpos (nq,) with a camera that follows the root body.
+
+    ``render(qpos, ghost_qpos)`` computes kinematics only (``mj_kinematics``), never dynamics; a
+    ghost state is drawn translucent in the same scene (the Sim2Sim overlay).
+    """
+
+    def __init__(
+        self, model: mujoco.MjModel, width: int = 640, height: int = 480, preset: str | None = None, track_body: int = 1
+    ):
+        self.width, self.height = int(width), int(height)
+        self.model = copy.copy(model)  # own copy: the preset changes visual settings
+        self.data = mujoco.MjData(self.model)
+        self.ghost = mujoco.MjData(self.model)
+        self.track_body = track_body
+        self.camera = mujoco.MjvCamera()
+        self.camera.type = mujoco.mjtCamera.mjCAMERA_FREE
+        self.camera.distance = 1.55
+        self.camera.azimuth = 145.0
+        self.camera.elevation = -14.0
+        self.camera.lookat[:] = [0, 0, 0.3]
+        self.option = mujoco.MjvOption()
+        self.ghost_option = mujoco.MjvOption()
+        self._lookat = None
+        self._r = None
+        self.preset = None
+        self.set_preset(preset or default_preset())
+
+    def set_preset(self, name: str) -> None:
+        name = check_preset(name)
+        if name == self.preset:
+            return
+        p = PRESETS[name]
+        self.model.vis.quality.offsamples = p.msaa
+        if self._r is not None:
+            self._r.close()
+        self._r = mujoco.Renderer(self.model, self.height, self.width)
+        self.preset = name
+        self._flags = {
+            mujoco.mjtRndFlag.mjRND_SHADOW: p.shadows,
+            mujoco.mjtRndFlag.mjRND_REFLECTION: p.reflections,
+            mujoco.mjtRndFlag.mjRND_SKYBOX: p.skybox,
+        }
+
+    def _follow(self) -> None:
+        target = self.data.xpos[self.track_body].copy()
+        target[2] = max(0.15, min(target[2] * 0.75, 0.6))
+        self._lookat = target if self._lookat is None else self._lookat + 0.15 * (target - self._lookat)
+        self.camera.lookat[:] = self._lookat
+
+    def render(
+        self, qpos: np.ndarray, ghost_qpos: np.ndarray | None = None, ghost_rgba=(0.35, 0.75, 1.0, 0.35)
+    ) -> np.ndarray:
+        """(height, width, 3) uint8 image of ``qpos`` (nq,) and, if given, a translucent ``ghost_qpos``."""
+        m, d = self.model, self.data
+        d.qpos[:] = qpos
+        mujoco.mj_kinematics(m, d)
+        self._follow()
+        r = self._r
+        r.update_scene(d, self.camera, self.option)
+        scn = r.scene
+        for flag, on in self._flags.items():
+            scn.flags[flag] = on
+        if ghost_qpos is not None:
+            g = self.ghost
+            g.qpos[:] = ghost_qpos
+            mujoco.mj_kinematics(m, g)
+            n0 = scn.ngeom
+            mujoco.mjv_addGeoms(m, g, self.ghost_option, mujoco.MjvPerturb(), mujoco.mjtCatBit.mjCAT_DYNAMIC, scn)
+            for i in range(n0, scn.ngeom):
+                scn.geoms[i].rgba[:] = ghost_rgba
+        return r.render()
+
+    def close(self) -> None:
+        if self._r is not None:
+            self._r.close()
+            self._r = None

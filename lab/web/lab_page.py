@@ -1,0 +1,189 @@
+"""The Lab page and its API: status, metrics, mode, push, pause, reset, render preset, and ``WS /ws``."""
+
+import time
+
+from flask import Blueprint, current_app, jsonify, render_template, request
+
+from lab.control.modes import MODES
+from lab.errors import LabError
+from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
+from lab.web import messages
+from lab.web.common import json_body, require_token
+from lab.web.server import on_stop
+from lab.web.stream import FrameHub, ws_loop
+
+bp = Blueprint("lab", __name__)
+
+
+class SessionSource:
+    """Frames of a :class:`~lab.sim.session.SimSession`: copy the state under its lock, render outside it."""
+
+    def __init__(self, session, width, height, preset):
+        self.session, self.width, self.height, self.preset = session, width, height, preset
+        self.renderer = None
+
+    def open(self):
+        self.renderer = Renderer(self.session.robot.model, self.width, self.height, self.preset)
+
+    def frame(self):
+        qpos, sim_time = self.session.snapshot()
+        t_wall = time.time()
+        return self.renderer.render(qpos), {"sim_time": sim_time, "t_wall": t_wall}
+
+    def close(self):
+        if self.renderer is not None:
+            self.renderer.close()
+
+
+def _ctx():
+    return current_app.extensions["lab"]
+
+
+def init_app(app, sock, robot, session, fps=60.0, width=640, height=480, preset=None):
+    preset = check_preset(preset or default_preset())
+    source = SessionSource(session, width, height, preset)
+    hub = FrameHub(source, fps=fps, name="lab")
+    app.extensions["lab"] = {"robot": robot, "session": session, "hub": hub, "source": source}
+    on_stop(app, hub.close)
+    app.register_blueprint(bp)
+
+    @sock.route("/ws")
+    def ws(ws):
+        c = app.extensions["lab"]
+        hello = messages.hello("lab", ["lab"], width, height, fps, robot.identity_dict(), modes=list(MODES))
+        ws_loop(ws, {"lab": c["hub"]}, c["session"].latest, hello, metrics_hz=25, status_fn=status_small)
+
+    def status_small():
+        c = app.extensions["lab"]
+        s = c["session"]
+        return {"mode": s.mode_name, "paused": s.paused, "preset": c["source"].preset, "resets": s.resets}
+
+
+def status_dict() -> dict:
+    c = _ctx()
+    s, robot, hub, src = c["session"], c["robot"], c["hub"], c["source"]
+    return {
+        "service": "lab",
+        "mode": s.mode_name,
+        "modes": list(MODES),
+        "paused": s.paused,
+        "sim_time": round(s.sim_time, 6),
+        "rtf": round(s.measured_rtf(), 3),
+        "rtf_target": s.rtf,
+        "push": {k: getattr(s.push, k) for k in ("force_n", "duration_s", "period_s", "first_s")},
+        "identity": robot.identity_dict(),
+        "model": {
+            "file": robot.path.name,
+            "kind": robot.kind,
+            "builtin": robot.builtin,
+            "nq": robot.model.nq,
+            "nv": robot.model.nv,
+            "nu": robot.model.nu,
+            "timestep": robot.model.opt.timestep,
+            "total_mass": round(robot.total_mass, 4),
+            "standing_height": round(robot.standing_height, 4),
+        },
+        "render": {
+            "width": src.width,
+            "height": src.height,
+            "preset": src.preset,
+            "presets": list(PRESETS),
+            "default_preset": default_preset(),
+            "gl": gl_info(),
+            **hub.stats(),
+        },
+        "auth": bool(current_app.config.get("LAB_TOKEN")),
+        "links": current_app.config.get("LAB_LINKS", {}),
+    }
+
+
+@bp.route("/")
+def index():
+    return render_template("lab.html", status=status_dict(), page="lab")
+
+
+@bp.get("/api/status")
+def api_status():
+    return jsonify(status_dict())
+
+
+@bp.get("/api/metrics")
+def api_metrics():
+    return jsonify(_ctx()["session"].latest())
+
+
+@bp.get("/api/history")
+def api_history():
+    try:
+        since = float(request.args.get("since", "-1"))
+    except ValueError as exc:
+        raise LabError(f"since must be a number, got {request.args.get('since')!r}", "sim time in seconds") from exc
+    return jsonify({"samples": _ctx()["session"].history_since(since)})
+
+
+def _token_unless_stop(is_stop: bool):
+    """Zero-input and pause are never blocked by auth; everything else needs the token when one is set."""
+    if is_stop:
+        return None
+    return require_token(lambda: None)()
+
+
+@bp.post("/api/mode")
+def api_mode():
+    body = json_body()
+    name = body.get("mode")
+    denied = _token_unless_stop(name == "zero")
+    if denied:
+        return denied
+    if "mode" not in body:
+        raise LabError("missing field 'mode'", f'send {{"mode": ...}} with one of: {", ".join(MODES)}')
+    push = {k: body[k] for k in body if k != "mode"}
+    _ctx()["session"].set_mode(name, push or None)
+    return jsonify(status_dict())
+
+
+@bp.post("/api/push")
+@require_token
+def api_push():
+    body = json_body()
+    p = _ctx()["session"].set_push(body)
+    return jsonify({"push": {k: getattr(p, k) for k in ("force_n", "duration_s", "period_s", "first_s")}})
+
+
+@bp.post("/api/reset")
+@require_token
+def api_reset():
+    _ctx()["session"].reset()
+    return jsonify(status_dict())
+
+
+@bp.post("/api/pause")
+def api_pause():
+    body = json_body()
+    paused = body.get("paused")
+    if not isinstance(paused, bool):
+        raise LabError(f"'paused' must be true or false, got {paused!r}", 'send {"paused": true} or {"paused": false}')
+    denied = _token_unless_stop(paused)
+    if denied:
+        return denied
+    _ctx()["session"].pause(paused)
+    return jsonify(status_dict())
+
+
+@bp.post("/api/rtf")
+@require_token
+def api_rtf():
+    body = json_body()
+    _ctx()["session"].set_rtf(body.get("rtf"))
+    return jsonify(status_dict())
+
+
+@bp.post("/api/render")
+@require_token
+def api_render():
+    body = json_body()
+    name = check_preset(body.get("preset"))
+    c = _ctx()
+    c["source"].preset = name
+    c["hub"].submit(lambda src: src.renderer.set_preset(name))
+    return jsonify(status_dict())

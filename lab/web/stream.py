@@ -1,0 +1,229 @@
+"""Frame streaming: one render and one JPEG encode per frame, shared by every client.
+
+A :class:`FrameHub` owns a producer thread that renders only while someone watches, publishes
+the newest encoded frame, and wakes its subscribers. Each client (:func:`ws_loop`) sends only the
+newest frame it has not sent yet, so a slow client skips frames and never grows a queue.
+"""
+
+import collections
+import json
+import threading
+import time
+from dataclasses import dataclass
+
+from lab.render.jpeg import encode_jpeg
+from lab.web import messages
+
+
+@dataclass(frozen=True)
+class Frame:
+    seq: int
+    jpeg: bytes
+    t_wall: float  # time.time() when the state was captured [s]
+    sim_time: float
+    width: int
+    height: int
+
+
+class FrameHub:
+    """Renders ``source`` at up to ``fps`` frames/s while it has subscribers.
+
+    ``source`` has ``open()`` (called in the producer thread, where the GL context lives),
+    ``frame() -> (rgb (h, w, 3) uint8, {"sim_time": ..., "t_wall": ...})`` and ``close()``.
+    """
+
+    def __init__(self, source, fps: float = 60.0, quality: int = 80, name: str = "main", linger_s: float = 2.0):
+        self.source, self.fps, self.quality, self.name = source, float(fps), int(quality), name
+        self.linger_s = linger_s
+        self.latest: Frame | None = None
+        self.renders = 0  # frames rendered and encoded (one per published frame)
+        self._subs: set = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._calls = collections.deque()
+        self._times = collections.deque(maxlen=120)
+        self.render_ms = collections.deque(maxlen=120)
+        self.encode_ms = collections.deque(maxlen=120)
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name=f"hub-{name}", daemon=True)
+        self._thread.start()
+
+    # --- subscribers -------------------------------------------------------------------------
+    def subscribe(self, event: threading.Event) -> None:
+        with self._lock:
+            self._subs.add(event)
+        self._wake.set()
+
+    def unsubscribe(self, event: threading.Event) -> None:
+        with self._lock:
+            self._subs.discard(event)
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subs)
+
+    def submit(self, fn) -> None:
+        """Run ``fn(source)`` in the producer thread before the next frame (GL calls belong there)."""
+        self._calls.append(fn)
+        self._wake.set()
+
+    # --- producer ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self.source.open()
+        except Exception as exc:
+            self.error = f"renderer failed to start: {exc}"
+            return
+        period = 1.0 / self.fps
+        next_t = time.perf_counter()
+        last_watch = 0.0
+        seq = 0
+        try:
+            while not self._stop.is_set():
+                while self._calls:
+                    self._calls.popleft()(self.source)
+                now = time.perf_counter()
+                if self._subs:
+                    last_watch = now
+                elif now - last_watch > self.linger_s:
+                    self._wake.clear()
+                    self._wake.wait(0.5)
+                    next_t = time.perf_counter()
+                    continue
+                if now < next_t:
+                    time.sleep(next_t - now)
+                next_t = max(next_t + period, time.perf_counter() - period)
+                t0 = time.perf_counter()
+                rgb, meta = self.source.frame()
+                t1 = time.perf_counter()
+                jpeg = encode_jpeg(rgb, self.quality)
+                t2 = time.perf_counter()
+                seq += 1
+                self.latest = Frame(
+                    seq, jpeg, meta.get("t_wall", time.time()), meta.get("sim_time", 0.0), rgb.shape[1], rgb.shape[0]
+                )
+                self.renders += 1
+                self.render_ms.append((t1 - t0) * 1e3)
+                self.encode_ms.append((t2 - t1) * 1e3)
+                self._times.append(t2)
+                with self._lock:
+                    subs = list(self._subs)
+                for ev in subs:
+                    ev.set()
+        except Exception as exc:  # keep the reason visible in /api/status
+            self.error = f"renderer stopped: {exc}"
+        finally:
+            self.source.close()
+
+    def measured_fps(self) -> float:
+        t = self._times
+        if len(t) < 2 or time.perf_counter() - t[-1] > 1.0:
+            return 0.0
+        return (len(t) - 1) / (t[-1] - t[0])
+
+    def stats(self) -> dict:
+        def avg(q):
+            return round(sum(q) / len(q), 3) if q else None
+
+        return {
+            "view": self.name,
+            "fps": round(self.measured_fps(), 2),
+            "fps_target": self.fps,
+            "renders": self.renders,
+            "render_ms": avg(self.render_ms),
+            "encode_ms": avg(self.encode_ms),
+            "subscribers": self.subscribers,
+            "error": self.error,
+        }
+
+    def close(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+
+
+MAX_INFLIGHT = 2  # frames per view sent but not yet acknowledged by the client
+ACK_TIMEOUT_S = 2.0  # an unacknowledged frame older than this is forgiven [s]
+
+
+def ws_loop(ws, hubs: dict, metrics_fn, hello: str, metrics_hz: float = 25.0, status_fn=None) -> None:
+    """Serve one WebSocket client until it goes away: frames from ``hubs`` (view -> FrameHub), metrics JSON.
+
+    Flow control: the client acknowledges each frame (``{"type": "ack", "view", "seq"}``); at most
+    :data:`MAX_INFLIGHT` frames per view are unacknowledged, so a slow client is sent the newest
+    frame when it is ready for one and skips the rest, and nothing queues in the socket.
+    """
+    from simple_websocket import ConnectionClosed
+
+    event = threading.Event()
+    for hub in hubs.values():
+        hub.subscribe(event)
+    sent = {view: 0 for view in hubs}
+    inflight = {view: collections.deque() for view in hubs}  # send times of unacknowledged frames
+    period = 1.0 / metrics_hz
+    next_metrics = time.perf_counter()
+    last_status = None
+    try:
+        ws.send(hello)
+        while True:
+            event.clear()
+            msg = ws.receive(timeout=0)
+            while msg is not None:
+                _answer(ws, msg, inflight)
+                msg = ws.receive(timeout=0)
+            now = time.perf_counter()
+            blocked = False
+            for view, hub in hubs.items():
+                q = inflight[view]
+                while q and now - q[0] > ACK_TIMEOUT_S:
+                    q.popleft()
+                f = hub.latest
+                if f is None or f.seq == sent[view]:
+                    continue
+                if len(q) >= MAX_INFLIGHT:
+                    blocked = True
+                    continue
+                ws.send(messages.frame_header(view, f.seq, f.t_wall, f.sim_time, f.width, f.height, len(f.jpeg)))
+                ws.send(f.jpeg)
+                sent[view] = f.seq
+                q.append(now)
+            now = time.perf_counter()
+            if now >= next_metrics:
+                ws.send(messages.metrics(metrics_fn()))
+                if status_fn is not None:
+                    st = status_fn()
+                    if st != last_status:
+                        ws.send(messages.status(st))
+                        last_status = st
+                next_metrics = max(next_metrics + period, now)
+            wait = max(0.0, next_metrics - time.perf_counter())
+            if blocked:  # waiting for an ack: look at the socket again soon
+                msg = ws.receive(timeout=min(wait, 0.02))
+                if msg is not None:
+                    _answer(ws, msg, inflight)
+            else:
+                event.wait(wait)
+    except ConnectionClosed:
+        pass
+    finally:
+        for hub in hubs.values():
+            hub.unsubscribe(event)
+
+
+def _answer(ws, msg, inflight) -> None:
+    if not isinstance(msg, str):
+        return
+    try:
+        obj = json.loads(msg)
+    except ValueError:
+        return
+    if not isinstance(obj, dict):
+        return
+    kind = obj.get("type")
+    if kind == messages.ACK:
+        q = inflight.get(obj.get("view"))
+        if q:
+            q.popleft()
+    elif kind == messages.PING:
+        ws.send(messages.dumps({"type": messages.PONG, "t": obj.get("t"), "server_t": time.time()}))

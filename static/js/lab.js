@@ -1,0 +1,118 @@
+// The Lab page: live view, modes, push, pause/reset, preset, readouts and strip charts.
+import { StreamSocket, FrameView, api, toast } from './socket.js';
+import { StripChart } from './plots.js';
+
+const $ = (id) => document.getElementById(id);
+const view = new FrameView($('view'));
+const HELP = {
+  stand: 'hold the nominal pose',
+  squat: 'squat then rise every 4 s: tracking a moving pelvis height',
+  push: 'stand, pushed on the torso at a fixed period',
+  zero: 'control off (zero torque): the robot falls',
+  walk: 'closed-loop walk: planned vs actual CoM and ZMP on the curves',
+};
+
+const charts = {
+  z: new StripChart($('plot-z'), { title: 'pelvis height', unit: 'm', series: [
+    { name: 'actual', color: '#5fb3ff' }, { name: 'target', color: '#f39a2e', dash: 'dot' }] }),
+  pitch: new StripChart($('plot-pitch'), { title: 'torso pitch', unit: 'deg', series: [{ name: 'pitch', color: '#7ee081' }] }),
+  err: new StripChart($('plot-err'), { title: 'max joint error', unit: 'rad', series: [{ name: 'max |q* − q|', color: '#ff6b81' }] }),
+  x: new StripChart($('plot-x'), { title: 'forward displacement', unit: 'm', series: [
+    { name: 'pelvis x', color: '#c792ea' }, { name: 'CoM plan x', color: '#f39a2e', dash: 'dot' },
+    { name: 'ZMP plan x', color: '#ffd166', dash: 'dash' }] }),
+};
+
+let lastSimTime = -1;
+let currentMode = document.querySelector('#modes button.on')?.dataset.mode;
+showHelp(currentMode);
+
+function fmt(v, digits) { return v === null || v === undefined ? '–' : Number(v).toFixed(digits); }
+
+function onMetrics(m) {
+  if (m.sim_time < lastSimTime - 1e-9) Object.values(charts).forEach((c) => c.clear()); // reset
+  lastSimTime = m.sim_time;
+  $('m-sim_time').textContent = fmt(m.sim_time, 2);
+  $('m-pelvis_z').textContent = fmt(m.pelvis_z, 4);
+  $('m-forward_x').textContent = fmt(m.forward_x, 4);
+  $('m-pitch_deg').textContent = fmt(m.pitch_deg, 2);
+  $('m-max_joint_err').textContent = fmt(m.max_joint_err, 4);
+  $('m-rtf').textContent = fmt(m.rtf, 2);
+  $('m-rtf').className = m.paused ? '' : m.rtf < 0.95 ? 'warn' : 'ok';
+  $('m-support').textContent = m.support;
+  $('m-margin').textContent = m.margin === null ? '–' : fmt(m.margin * 1000, 1);
+  $('m-margin').className = m.margin !== null && m.margin < 0 ? 'bad' : '';
+  $('m-cop').textContent = m.cop ? `${fmt(m.cop[0], 3)}, ${fmt(m.cop[1], 3)}` : '–';
+  const ex = m.extras || {};
+  charts.z.add(m.sim_time, [m.pelvis_z, m.pelvis_z_target]);
+  charts.pitch.add(m.sim_time, [m.pitch_deg]);
+  charts.err.add(m.sim_time, [m.max_joint_err]);
+  charts.x.add(m.sim_time, [m.forward_x, ex.com_plan_x, ex.zmp_plan_x]);
+  if (m.mode !== currentMode) setMode(m.mode);
+  $('pause').textContent = m.paused ? 'Resume' : 'Pause';
+  $('view-msg').hidden = !m.paused;
+  if (m.paused) $('view-msg').textContent = 'paused';
+}
+
+function onStatus(s) {
+  setMode(s.mode);
+  $('preset').value = s.preset;
+  $('preset-label').textContent = s.preset;
+}
+
+function setMode(mode) {
+  currentMode = mode;
+  for (const b of document.querySelectorAll('#modes button')) b.classList.toggle('on', b.dataset.mode === mode);
+  $('mode-badge').textContent = mode;
+  $('mode-badge').dataset.mode = mode;
+  showHelp(mode);
+}
+
+function showHelp(mode) { $('mode-help').textContent = HELP[mode] || ''; }
+
+const sock = new StreamSocket({
+  onFrame: (v, blob, h, done) => { view.push(blob, done); },
+  onMetrics,
+  onStatus,
+  onState: (state) => {
+    const msg = $('view-msg');
+    if (state === 'live') { msg.hidden = true; return; }
+    msg.hidden = false;
+    msg.textContent = state === 'connecting' ? 'connecting to the simulation…'
+      : 'disconnected from the Lab server — showing the last frame; reconnecting by itself';
+  },
+});
+
+setInterval(() => {
+  for (const c of Object.values(charts)) c.flush();
+  const fps = view.fps();
+  $('fps').textContent = `${fps} fps`;
+  $('m-fps').textContent = String(fps);
+  const age = sock.frameAgeP95();
+  $('age').textContent = age === null ? 'age – ms' : `age p95 ${age.toFixed(0)} ms`;
+}, 100);
+
+async function act(fn, okMsg) {
+  try {
+    const r = await fn();
+    if (okMsg) toast(okMsg);
+    return r;
+  } catch (e) {
+    toast(e.message, 'error', e.hint);
+  }
+}
+
+for (const b of document.querySelectorAll('#modes button')) {
+  b.addEventListener('click', () => act(async () => { const s = await api('/api/mode', { mode: b.dataset.mode }); setMode(s.mode); }));
+}
+$('pause').addEventListener('click', () => act(() => api('/api/pause', { paused: $('pause').textContent === 'Pause' })));
+$('reset').addEventListener('click', () => act(async () => { await api('/api/reset'); Object.values(charts).forEach((c) => c.clear()); }, 'reset'));
+$('preset').addEventListener('change', () => act(() => api('/api/render', { preset: $('preset').value }), `quality: ${$('preset').value}`));
+$('push-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const f = new FormData(ev.target);
+  const body = {};
+  for (const [k, v] of f.entries()) body[k] = Number(v);
+  act(() => api('/api/push', body), `push: ${body.force_n} N for ${body.duration_s} s every ${body.period_s} s`);
+});
+window.labSocket = sock;
+window.labView = view;
