@@ -2,7 +2,9 @@
 support state and contact margin. Computed from the :class:`~lab.sim.engine.Engine` interface,
 so every engine gets the same definitions."""
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
+
+import math
 
 import numpy as np
 
@@ -27,20 +29,22 @@ class Metrics:
     push: bool = False  # a push is being applied
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        for k, v in d.items():
+        d = {}
+        for k in _FIELDS:
+            v = getattr(self, k)
             if isinstance(v, float):
-                d[k] = round(v, 6)
+                v = round(v, 6)
             elif isinstance(v, tuple):
-                d[k] = [round(float(x), 6) for x in v]
+                v = [round(float(x), 6) for x in v]
+            d[k] = v
         return d
 
 
-def convex_hull(points: np.ndarray) -> np.ndarray:
-    """Counter-clockwise hull of 2-D points (k, 2) by Andrew's monotone chain."""
-    pts = sorted(set(map(tuple, np.round(points, 6))))
+def convex_hull(points) -> list:
+    """Counter-clockwise hull of 2-D points (k, 2) by Andrew's monotone chain, as a list of (x, y)."""
+    pts = sorted(set(map(tuple, np.asarray(points, dtype=float).tolist())))
     if len(pts) <= 2:
-        return np.array(pts)
+        return pts
 
     def cross(o, a, b):
         return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
@@ -54,36 +58,39 @@ def convex_hull(points: np.ndarray) -> np.ndarray:
         while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
             upper.pop()
         upper.append(p)
-    return np.array(lower[:-1] + upper[:-1])
+    return lower[:-1] + upper[:-1]
 
 
-def support_margin(hull: np.ndarray, p: np.ndarray) -> float:
-    """Signed distance [m] from ``p`` (2,) to the hull's boundary: positive inside."""
-    if len(hull) == 0:
-        return float("nan")
-    if len(hull) == 1:
-        return -float(np.linalg.norm(p - hull[0]))
-    dists, inside = [], True
+def support_margin(hull, p) -> float:
+    """Signed distance [m] from ``p`` (x, y) to the hull's boundary: positive inside."""
+    px, py = float(p[0]), float(p[1])
     n = len(hull)
+    if n == 0:
+        return float("nan")
+    if n == 1:
+        return -math.hypot(px - hull[0][0], py - hull[0][1])
+    best, inside = math.inf, n > 2
     for i in range(n if n > 2 else 1):
-        a, b = hull[i], hull[(i + 1) % n]
-        ab = b - a
-        t = np.clip(np.dot(p - a, ab) / max(np.dot(ab, ab), 1e-12), 0, 1)
-        dists.append(np.linalg.norm(p - (a + t * ab)))
-        if n > 2 and ab[0] * (p[1] - a[1]) - ab[1] * (p[0] - a[0]) < 0:
+        ax, ay = hull[i]
+        bx, by = hull[(i + 1) % n]
+        abx, aby = bx - ax, by - ay
+        t = ((px - ax) * abx + (py - ay) * aby) / max(abx * abx + aby * aby, 1e-12)
+        t = min(1.0, max(0.0, t))
+        best = min(best, math.hypot(px - ax - t * abx, py - ay - t * aby))
+        if abx * (py - ay) - aby * (px - ax) < 0:
             inside = False
-    if n <= 2:
-        inside = False
-    d = float(min(dists))
-    return d if inside else -d
+    return best if inside else -best
+
+
+_FIELDS = [f.name for f in fields(Metrics)]
 
 
 def measure(engine: Engine, q_target: np.ndarray, x0: float, enabled: bool = True, **extra) -> Metrics:
     """One metrics sample of ``engine``; ``x0`` is the root x at reset [m]."""
     pos, _ = engine.base_pose()
-    tq = engine.torso_quat()
+    tq = engine.torso_quat().tolist()
     q, _ = engine.joint_state()
-    com = engine.com()
+    com = engine.com().tolist()
     contacts = engine.foot_contacts()
     cop, margin, support = None, None, "none"
     if contacts:
@@ -91,17 +98,18 @@ def measure(engine: Engine, q_target: np.ndarray, x0: float, enabled: bool = Tru
         support = "double" if len(sides) == 2 else ("left" if 0 in sides else "right")
         f = np.array([c.fz for c in contacts])
         xy = np.array([c.pos[:2] for c in contacts])
-        if f.sum() > 1e-6:
-            cop = tuple((xy * f[:, None]).sum(0) / f.sum())
-        margin = support_margin(convex_hull(xy), com[:2])
+        total = f.sum()
+        if total > 1e-6:
+            cop = tuple((f @ xy / total).tolist())
+        margin = support_margin(convex_hull(xy), com)
     return Metrics(
         sim_time=engine.time,
         pelvis_z=float(pos[2]),
         forward_x=float(pos[0] - x0),
         pitch_deg=quat_pitch_deg(tq),
         roll_deg=quat_roll_deg(tq),
-        max_joint_err=float(np.max(np.abs(q_target - q))),
-        com=tuple(float(v) for v in com),
+        max_joint_err=float(np.abs(q_target - q).max()),
+        com=tuple(com),
         cop=cop,
         support=support,
         margin=margin,

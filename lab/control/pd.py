@@ -16,14 +16,33 @@ class PDGains:
     limit: np.ndarray
     gravity_ff: bool = False
 
+    @property
+    def neg_limit(self) -> np.ndarray:
+        neg = self.__dict__.get("_neg")
+        if neg is None:
+            neg = -self.limit
+            object.__setattr__(self, "_neg", neg)
+        return neg
+
     @classmethod
     def for_robot(cls, robot: Robot) -> "PDGains":
         return cls(robot.kp.copy(), robot.kd.copy(), robot.tau_limit.copy(), robot.config.gravity_ff)
 
 
-def pd_torque(gains: PDGains, q, qd, q_target, tau_ff=None) -> np.ndarray:
-    """``clip(kp (q* - q) - kd qd [+ tau_ff], -limit, limit)``, all (nu,)."""
-    tau = gains.kp * (q_target - q) - gains.kd * qd
+def pd_torque(gains: PDGains, q, qd, q_target, tau_ff=None, out=None, tmp=None) -> np.ndarray:
+    """``clip(kp (q* - q) - kd qd [+ tau_ff], -limit, limit)``, all (nu,); written into ``out`` if given.
+
+    In-place ufuncs: this runs at 1 kHz in Python beside ``mj_step``, so it allocates nothing when
+    ``out`` (and the scratch ``tmp``) are given.
+    """
+    if out is None:
+        out = np.empty_like(gains.kp)
+    tmp = np.multiply(gains.kd, qd, out=tmp)
+    np.subtract(q_target, q, out=out)
+    np.multiply(out, gains.kp, out=out)
+    np.subtract(out, tmp, out=out)
     if tau_ff is not None:
-        tau += tau_ff
-    return np.clip(tau, -gains.limit, gains.limit, out=tau)
+        np.add(out, tau_ff, out=out)
+    np.minimum(out, gains.limit, out=out)
+    np.maximum(out, gains.neg_limit, out=out)
+    return out

@@ -4,6 +4,7 @@ Every array is in the robot's actuator order (``Robot.joint_names``); joints are
 engine's own indices by name, never by index. Quaternions are w, x, y, z.
 """
 
+import math
 from abc import ABC, abstractmethod
 from typing import NamedTuple
 
@@ -61,6 +62,10 @@ class Engine(ABC):
     def mj_qpos(self) -> np.ndarray:
         """The state as a MuJoCo qpos (nq,) of the lab's model, for rendering and comparison."""
 
+    def torque_buffer(self) -> np.ndarray | None:
+        """An (nu,) array that :meth:`step` applies without copying when passed to it, or None."""
+        return None
+
     def bias_torque(self) -> np.ndarray | None:
         """Gravity + Coriolis torque (nu,) [N·m] for feed-forward, or None if the engine has none."""
         return None
@@ -76,12 +81,13 @@ class Engine(ABC):
         """Mass of the robot as this engine sees it [kg]."""
 
 
-def quat_pitch_deg(quat: np.ndarray) -> float:
+def quat_pitch_deg(quat) -> float:
     """Pitch [deg] of a w, x, y, z quaternion (ZYX Euler; positive leans forward, toward +x)."""
-    w, x, y, z = quat
-    return float(np.degrees(np.arcsin(np.clip(2.0 * (w * y - z * x), -1.0, 1.0))))
+    w, x, y, z = (float(v) for v in quat)
+    return math.degrees(math.asin(min(1.0, max(-1.0, 2.0 * (w * y - z * x)))))
 
 
-def quat_roll_deg(quat: np.ndarray) -> float:
-    w, x, y, z = quat
-    return float(np.degrees(np.arctan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y))))
+def quat_roll_deg(quat) -> float:
+    """Roll [deg] of a w, x, y, z quaternion (ZYX Euler)."""
+    w, x, y, z = (float(v) for v in quat)
+    return math.degrees(math.atan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y)))

@@ -22,7 +22,15 @@ class MujocoEngine(Engine):
         self._free_q = int(self.model.jnt_qposadr[self.model.body_jntadr[robot.root_body]])
         self._floor_geoms = {g for g in range(self.model.ngeom) if self.model.geom_bodyid[g] == 0}
         self._foot_side = self._foot_sides()
+        self._geom_body = self.model.geom_bodyid.tolist()
         self._force6 = np.zeros(6)
+        # views onto MjData's buffers, made once (each attribute access builds a new array object)
+        d = self.data
+        self._qpos, self._qvel, self._ctrl = d.qpos, d.qvel, d.ctrl
+        self._q = _view(d.qpos, self._qadr)
+        self._qd = _view(d.qvel, self._dadr)
+        self._bias = _view(d.qfrc_bias, self._dadr)
+        self._xfrc = d.xfrc_applied
         self.reset()
 
     def _foot_sides(self) -> dict:
@@ -46,11 +54,19 @@ class MujocoEngine(Engine):
         mujoco.mj_forward(self.model, self.data)
 
     def step(self, tau: np.ndarray) -> None:
-        self.data.ctrl[:] = tau
+        if tau is not self._ctrl:
+            self._ctrl[:] = tau
         mujoco.mj_step(self.model, self.data)
 
+    def torque_buffer(self) -> np.ndarray:
+        """``data.ctrl`` itself: a controller that writes its torques here saves a copy per step."""
+        return self._ctrl
+
     def joint_state(self):
-        return self.data.qpos[self._qadr], self.data.qvel[self._dadr]
+        """Views (or copies, for scattered joints) of the actuated joints' q, qd: read them before the next step."""
+        if self._q is not None:
+            return self._q, self._qd
+        return self._qpos[self._qadr], self._qvel[self._dadr]
 
     def base_pose(self):
         a = self._free_q
@@ -60,33 +76,36 @@ class MujocoEngine(Engine):
         return self.data.xquat[self._torso].copy()
 
     def set_push(self, force):
-        self.data.xfrc_applied[self._torso, :] = 0.0
+        self._xfrc[self._torso, :] = 0.0
         if force is not None:
-            self.data.xfrc_applied[self._torso, :3] = force
+            self._xfrc[self._torso, :3] = force
 
     def com(self):
         return self.data.subtree_com[self.robot.root_body].copy()
 
     def foot_contacts(self):
         m, d, out = self.model, self.data, []
+        if d.ncon == 0:
+            return out
+        con = d.contact
+        g1, g2, pos = con.geom1.tolist(), con.geom2.tolist(), con.pos
+        body = self._geom_body
         for i in range(d.ncon):
-            c = d.contact[i]
-            g1, g2 = c.geom1, c.geom2
-            other = g2 if g1 in self._floor_geoms else g1 if g2 in self._floor_geoms else None
+            other = g2[i] if g1[i] in self._floor_geoms else g1[i] if g2[i] in self._floor_geoms else None
             if other is None:
                 continue
-            side = self._foot_side.get(int(m.geom_bodyid[other]))
+            side = self._foot_side.get(body[other])
             if side is None:
                 continue
             mujoco.mj_contactForce(m, d, i, self._force6)
-            out.append(Contact(side, c.pos.copy(), float(abs(self._force6[0]))))
+            out.append(Contact(side, pos[i], float(abs(self._force6[0]))))
         return out
 
     def mj_qpos(self):
         return self.data.qpos.copy()
 
     def bias_torque(self):
-        return self.data.qfrc_bias[self._dadr]
+        return self._bias.copy() if self._bias is not None else self.data.qfrc_bias[self._dadr]
 
     @property
     def time(self):
@@ -95,3 +114,10 @@ class MujocoEngine(Engine):
     @property
     def total_mass(self):
         return float(self.model.body_mass.sum())
+
+
+def _view(arr: np.ndarray, idx: np.ndarray):
+    """A slice view of ``arr`` when ``idx`` is a contiguous ascending run, else None."""
+    if len(idx) and np.array_equal(idx, np.arange(idx[0], idx[0] + len(idx))):
+        return arr[idx[0] : idx[0] + len(idx)]
+    return None

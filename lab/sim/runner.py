@@ -25,7 +25,9 @@ class Rollout:
         self.mode_t0 = 0.0
         _bind(mode, engine)
         self.command = mode.command(0.0)
-        self._zero = np.zeros_like(gains.kp)
+        buf = engine.torque_buffer()
+        self._tau = buf if buf is not None and buf.shape == gains.kp.shape else np.zeros_like(gains.kp)
+        self._tmp = np.zeros_like(gains.kp)
         self._push_on = False
         self.x0 = float(engine.base_pose()[0][0])
 
@@ -53,9 +55,10 @@ class Rollout:
         if cmd.enabled:
             q, qd = eng.joint_state()
             ff = eng.bias_torque() if self.gains.gravity_ff else None
-            tau = pd_torque(self.gains, q, qd, cmd.q_target, ff)
+            tau = pd_torque(self.gains, q, qd, cmd.q_target, ff, out=self._tau, tmp=self._tmp)
         else:
-            tau = self._zero
+            tau = self._tau
+            tau[:] = 0.0
         eng.step(tau)
 
     def metrics(self) -> Metrics:

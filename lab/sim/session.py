@@ -30,7 +30,7 @@ class SimSession:
         robot: Robot,
         mode: str = "stand",
         rtf: float = 1.0,
-        sample_hz: float = 50.0,
+        sample_hz: float = 25.0,
         history_s: float = 30.0,
         engine=None,
         push: PushParams | None = None,
@@ -106,7 +106,7 @@ class SimSession:
             return self.engine.mj_qpos(), self.engine.time
 
     def latest(self) -> dict:
-        m = dict(self._latest)
+        m = _as_dict(self._latest)
         m["rtf"] = round(self.measured_rtf(), 3)
         m["mode"] = self.mode_name
         m["paused"] = self.paused
@@ -114,7 +114,8 @@ class SimSession:
 
     def history_since(self, t: float) -> list:
         with self._lock:
-            return [h for h in self.history if h["sim_time"] > t]
+            recent = [h for h in self.history if h[0].sim_time > t]
+        return [_as_dict(h) for h in recent]
 
     def measured_rtf(self) -> float:
         w = self._rtf_window
@@ -128,10 +129,8 @@ class SimSession:
 
     # --- the thread ------------------------------------------------------------------------------
     def _sample(self) -> None:
-        m = self.rollout.metrics().to_dict()
-        extras = self.rollout.command.extras
-        if extras:
-            m["extras"] = extras
+        """Keep the Metrics object (and the mode's extras); dicts are made when someone reads."""
+        m = (self.rollout.metrics(), self.rollout.command.extras)
         self._latest = m
         self.history.append(m)
 
@@ -165,6 +164,14 @@ class SimSession:
             self._rtf_window.append((time.perf_counter(), self.engine.time))
             if n < 5:
                 time.sleep(0.002)
+
+
+def _as_dict(sample) -> dict:
+    metrics, extras = sample
+    d = metrics.to_dict()
+    if extras:
+        d["extras"] = extras
+    return d
 
 
 def _push_params(current: PushParams, raw: dict) -> PushParams:

@@ -163,21 +163,22 @@ def build():
     body = inertial(1.6, (0, 0, 0), box_inertia(1.6, 0.10, 0.16, 0.08, 0.0))
     body += geom("visual", box(0.10, 0.16, 0.08), material="accent") + geom("collision", box(0.10, 0.16, 0.08))
     out += link("pelvis", body)
+    # joint order = MuJoCo tree order = actuator order: legs, waist, arms, head
+    for side, s in (("left", 1), ("right", -1)):
+        out += leg(side, s)
     out += joint("waist_yaw_joint", "pelvis", "torso_link", (0, 0, 0.04), (0, 0, 1), -1.2, 1.2, 22)
     body = inertial(3.0, (0.01, 0, 0.10), box_inertia(3.0, 0.10, 0.16, 0.18, ROTOR["waist"]))
     body += geom("visual", box(0.10, 0.17, 0.18), (0, 0, 0.10), material="grey")
     body += geom("collision", box(0.10, 0.17, 0.18), (0, 0, 0.10))
     out += link("torso_link", body)
+    for side, s in (("left", 1), ("right", -1)):
+        out += arm(side, s)
     out += joint("head_yaw_joint", "torso_link", "head_link", (0, 0, 0.20), (0, 0, 1), -1.2, 1.2, 10)
     body = inertial(0.6, (0, 0, 0.07), box_inertia(0.6, 0.11, 0.11, 0.11, ROTOR["head"]))
     body += geom("visual", sphere(0.06), (0, 0, 0.07), material="grey")
     body += geom("visual", box(0.02, 0.08, 0.025), (0.055, 0, 0.075), material="dark")
     body += geom("collision", sphere(0.06), (0, 0, 0.07))
     out += link("head_link", body)
-    for side, s in (("left", 1), ("right", -1)):
-        out += leg(side, s)
-    for side, s in (("left", 1), ("right", -1)):
-        out += arm(side, s)
     return out + "</robot>\n"
 
 

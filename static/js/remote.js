@@ -1,0 +1,122 @@
+// The remote monitor page: frames of the remote robot and the monitor's status over /ws/remote
+// (names from lab/web/messages.py), the connect form and the limited command form.
+import { StreamSocket, FrameView, api } from './socket.js';
+
+const $ = (id) => document.getElementById(id);
+const view = new FrameView($('view'));
+let lastStatus = null;
+
+const WHY = {
+  CONNECTED: (s) => `fresh state ${ms(s.state_age_s)} ago`,
+  STALE: (s) => `no fresh state for ${sec(s.state_age_s)} — last frame kept`,
+  DISCONNECTED: (s) => (s.sequence === null ? 'no state received' : `no state for ${sec(s.state_age_s)}`),
+  MISMATCH: () => 'another model: state not shown as live',
+};
+
+function ms(v) { return v === null || v === undefined ? '–' : `${(v * 1000).toFixed(0)} ms`; }
+function sec(v) { return v === null || v === undefined ? '–' : `${v.toFixed(1)} s`; }
+function text(id, v, cls = '') { const el = $(id); el.textContent = v; el.className = cls; }
+
+function onStatus(s) {
+  lastStatus = s;
+  const state = s.state;
+  $('rstate').dataset.state = state;
+  $('rstate-word').textContent = state;
+  $('rstate-why').textContent = WHY[state]?.(s) ?? '';
+  $('wrap').dataset.state = state;
+  $('send').disabled = state === 'MISMATCH'; // the Lab refuses to command another model
+  const mark = $('mark');
+  mark.hidden = state === 'CONNECTED';
+  if (state === 'STALE') mark.textContent = `STALE — last frame, ${sec(s.state_age_s)} old${s.last_error ? ` · ${s.last_error}` : ''}`;
+  else if (state === 'DISCONNECTED') mark.textContent = `DISCONNECTED${s.last_error ? ` — ${s.last_error}` : ''}`;
+  else if (state === 'MISMATCH') mark.textContent = `MISMATCH — ${s.mismatch}`;
+  text('r-sequence', s.sequence ?? '–', s.sequence_flag ? 'bad' : '');
+  if (s.sequence_flag) $('r-sequence').textContent += `  ⚠ ${s.sequence_flag}`;
+  text('r-simulation_time', s.simulation_time === null ? '–' : `${s.simulation_time.toFixed(3)} s`);
+  text('r-age', ms(s.state_age_s), state === 'CONNECTED' ? 'ok' : 'warn');
+  text('r-rate', `${s.updates_per_s} states/s over ${s.transport}`);
+  $('rate').textContent = `${s.updates_per_s} states/s`;
+  text('r-instance', s.server_instance_id ?? '–');
+  const m = s.model;
+  text('r-model', m ? `${m.file} · ${m.short} · nq=${m.nq}` : '–', state === 'MISMATCH' ? 'bad' : '');
+  text('r-mode', s.mode ?? '–');
+  const c = s.active_control;
+  text('r-control', c ? `${c.actuator} ${c.value} N·m until t=${c.expires_at.toFixed(3)} s` : 'none', c ? 'warn' : '');
+  text('r-error', s.last_error ? `${s.last_error}${s.last_error_age_s !== null ? ` (${sec(s.last_error_age_s)} ago)` : ''}` : '–',
+    !s.last_error ? '' : state === 'CONNECTED' ? 'warn' : 'bad');
+  if (document.activeElement !== $('url') && s.url && !$('url').dataset.edited) $('url').value = s.url;
+  renderEvents(s.events || []);
+}
+
+function renderEvents(events) {
+  const ol = $('events');
+  const key = events.map((e) => `${e.t}${e.kind}`).join('|');
+  if (ol.dataset.key === key) return;
+  ol.dataset.key = key;
+  ol.replaceChildren(...events.slice().reverse().map((e) => {
+    const li = document.createElement('li');
+    li.dataset.kind = e.kind;
+    const t = document.createElement('time');
+    t.textContent = new Date(e.t * 1000).toLocaleTimeString([], { hour12: false });
+    const span = document.createElement('span');
+    span.textContent = e.text;
+    li.append(t, span);
+    return li;
+  }));
+}
+
+const sock = new StreamSocket({
+  path: '/ws/remote',
+  onFrame: (v, blob, h, done) => view.push(blob, done), // done(): the flow-control ack
+  onMetrics: onStatus, // the monitor status, JSON, STATUS_HZ times a second
+});
+
+setInterval(() => { $('fps').textContent = `${view.fps()} fps`; }, 250);
+
+$('url').addEventListener('input', () => { $('url').dataset.edited = '1'; });
+$('connect-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  delete $('url').dataset.edited;
+  try {
+    onStatus(await api('/api/remote/connect', { url: $('url').value }));
+    show(`watching ${$('url').value}`, true);
+  } catch (e) { show(`${e.message}${e.hint ? `\n${e.hint}` : ''}`, false); }
+});
+
+$('control-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const f = new FormData(ev.target);
+  const body = { actuator: f.get('actuator'), value: Number(f.get('value')), duration_s: Number(f.get('duration_s')) };
+  const raw = `{"actuator": ${JSON.stringify(body.actuator)}, "value": ${f.get('value') || 'null'}, "duration_s": ${f.get('duration_s') || 'null'}}`;
+  const res = await fetch('/api/remote/control', { method: 'POST', headers: { 'Content-Type': 'application/json', ...auth() }, body: raw });
+  const data = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
+  if (res.status === 202) {
+    show(`${res.status} accepted: ${data.actuator} ${data.value} N·m for ${data.duration_s} s\n`
+      + `model range [${data.model_range}], demo range [${data.demo_range}]\n`
+      + `simulation time ${data.start_time.toFixed(3)} → expires at ${data.expires_at.toFixed(3)} s`, true);
+  } else {
+    show(`${res.status} ${data.status || 'error'}: ${data.error}${data.hint ? `\n${data.hint}` : ''}`, false);
+  }
+});
+
+$('stop').addEventListener('click', async () => {
+  try {
+    const r = await api('/api/remote/stop');
+    show(r.cancelled ? `stopped command ${r.cancelled.id}` : 'no command was active', true);
+  } catch (e) { show(e.message, false); }
+});
+
+function show(msg, ok) {
+  const el = $('answer');
+  el.textContent = msg;
+  el.className = `answer ${ok ? 'ok' : 'bad'}`;
+}
+
+function auth() {
+  const t = localStorage.getItem('labToken');
+  return t ? { Authorization: `Bearer ${t}` } : {};
+}
+
+window.remoteStatus = () => lastStatus;
+window.remoteSocket = sock;
+window.remoteView = view;
