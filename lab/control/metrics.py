@@ -2,9 +2,8 @@
 support state and contact margin. Computed from the :class:`~lab.sim.engine.Engine` interface,
 so every engine gets the same definitions."""
 
-from dataclasses import dataclass, fields
-
 import math
+from dataclasses import dataclass, fields
 
 import numpy as np
 
