@@ -60,10 +60,12 @@ def parse(argv):
     allp.add_argument("--model", default=None)
     allp.add_argument("--token", default=os.environ.get("LAB_TOKEN"))
     allp.add_argument("--no-state-server", action="store_true")
-    args = ap.parse_args(argv)
-    if args.cmd is None:
-        args = ap.parse_args(["all", *argv])
-    return args
+    allp.add_argument("--lab-port", type=int, default=PORTS["lab"])
+    allp.add_argument("--state-port", type=int, default=PORTS["state-server"])
+    allp.add_argument("--sim2sim-port", type=int, default=PORTS["sim2sim"])
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv = ["all", *argv]  # no sub-command: all services
+    return ap.parse_args(argv)
 
 
 def run_lab(args) -> None:
@@ -114,10 +116,12 @@ def run_all(args) -> int:
         extra += ["--token", args.token]
     host = ["--host", args.host]
     cmds = []
+    ports = {"lab": args.lab_port, "state-server": args.state_port, "sim2sim": args.sim2sim_port}
     if not args.no_state_server:
-        cmds.append(("state-server", [sys.executable, __file__, "state-server", *host, *extra]))
-    cmds.append(("lab", [sys.executable, __file__, "lab", *host, *extra]))
-    cmds.append(("sim2sim", [sys.executable, __file__, "sim2sim", *host, *extra]))
+        cmds.append(("state-server", [sys.executable, __file__, "state-server", *host, "--port", str(ports["state-server"]), *extra]))
+    remote = f"http://127.0.0.1:{ports['state-server']}"
+    cmds.append(("lab", [sys.executable, __file__, "lab", *host, "--port", str(ports["lab"]), "--remote-url", remote, *extra]))
+    cmds.append(("sim2sim", [sys.executable, __file__, "sim2sim", *host, "--port", str(ports["sim2sim"]), *extra]))
     procs = []
     for name, cmd in cmds:
         procs.append((name, subprocess.Popen(cmd)))
@@ -125,10 +129,10 @@ def run_all(args) -> int:
             time.sleep(0.3)
     shown = "localhost" if args.host in ("127.0.0.1", "0.0.0.0") else args.host
     print("\nHumanoid Sim Lab is starting:")
-    print(f"  Lab           http://{shown}:{PORTS['lab']}/   (remote monitor /remote, scans /scans)")
+    print(f"  Lab           http://{shown}:{ports['lab']}/   (remote monitor /remote, scans /scans)")
     if not args.no_state_server:
-        print(f"  State server  http://{shown}:{PORTS['state-server']}/api/v1/state")
-    print(f"  Sim2Sim       http://{shown}:{PORTS['sim2sim']}/")
+        print(f"  State server  http://{shown}:{ports['state-server']}/api/v1/state")
+    print(f"  Sim2Sim       http://{shown}:{ports['sim2sim']}/")
     print("Press Ctrl+C to stop all three.\n", flush=True)
 
     stopping = False
