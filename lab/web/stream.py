@@ -6,7 +6,9 @@ newest frame it has not sent yet, so a slow client skips frames and never grows 
 """
 
 import collections
+import contextlib
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -156,6 +158,10 @@ def ws_loop(ws, hubs: dict, metrics_fn, hello: str, metrics_hz: float = 25.0, st
     """
     from simple_websocket import ConnectionClosed
 
+    sock = getattr(ws, "sock", None)
+    if sock is not None:  # small JSON messages must not wait for Nagle's algorithm
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     event = threading.Event()
     for hub in hubs.values():
         hub.subscribe(event)
