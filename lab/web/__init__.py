@@ -69,5 +69,5 @@ def create_lab_app(
     except ImportError:
         scans_page = None
     if scans_page is not None:
-        scans_page.init_app(app, Path(results_dir or os.environ.get("LAB_RESULTS", ROOT / "results")))
+        scans_page.init_app(app, Path(results_dir or os.environ.get("LAB_RESULTS", ROOT / "results")), model=model)
     return app

@@ -286,7 +286,8 @@ function cellText(p, s, v) {
     const verdict = s.pass_key && s.pass_key in p.metrics ? (p.metrics[s.pass_key] ? 'PASS' : 'FAIL') : '';
     return `${fmt(v, 3)}${verdict ? `<br><b>${verdict}</b>` : ''}`;
   }
-  return { error: '<b>ERROR</b>', running: 'running…', cancelled: 'cancelled', pending: '' }[p.status] ?? p.status;
+  const idle = ['running', 'queued'].includes(s.status) ? '' : 'not run';
+  return { error: '<b>ERROR</b>', running: 'running…', cancelled: 'cancelled', pending: idle }[p.status] ?? p.status;
 }
 
 function renderHeatmap(s) {
@@ -325,7 +326,7 @@ function renderHeatmap(s) {
     { type: 'heatmap', x: xl, y: yl, z, colorscale: 'YlOrRd', reversescale: true, colorbar: { title: { text: label, side: 'right' }, thickness: 12 },
       hovertemplate: `${xName}=%{x}<br>${yName || ''}${yName ? '=%{y}<br>' : ''}${metricKey}=%{z}<extra></extra>`, xgap: 2, ygap: 2 },
     { type: 'heatmap', x: xl, y: yl, z: status, zmin: 0, zmax: 2, showscale: false, hoverinfo: 'skip', xgap: 2, ygap: 2,
-      colorscale: [[0, '#8a6d1d'], [0.5, '#b00020'], [1, '#3a4457']] },
+      colorscale: [[0, '#8a6d1d'], [0.5, '#6b1f5c'], [1, '#3a4457']] },
     { type: 'scatter', mode: 'text', x: tx, y: ty, text: tt, textfont: { color: tc, size: 12 }, hoverinfo: 'skip', showlegend: false },
   ];
   const layout = {
@@ -338,7 +339,7 @@ function renderHeatmap(s) {
   };
   const el = $('heatmap');
   Plotly.react(el, traces, layout, { displayModeBar: false, responsive: true });
-  el.dataset.filled = String(tt.filter((t) => t && t !== 'running…').length);
+  el.dataset.filled = String(s.points.filter((p) => ['done', 'error'].includes(p.status)).length);
   if (!el.dataset.bound) {
     el.dataset.bound = '1';
     el.on('plotly_click', (ev) => {
@@ -376,7 +377,9 @@ async function showPoint(i) {
     const tr = document.createElement('tr');
     tr.innerHTML = '<th></th><td></td>';
     tr.children[0].textContent = scan.metrics.find((m) => m.key === k)?.label || k;
-    tr.children[1].textContent = fmt(p.metrics[k]);
+    const val = fmt(p.metrics[k]);
+    tr.children[1].textContent = val.length > 24 ? `${val.slice(0, 12)}…` : val;
+    tr.children[1].title = val;
     tbody.appendChild(tr);
   }
   if (p.error) {

@@ -1,0 +1,253 @@
+"""Scan kinds: a registered experiment with named numeric parameters and a per-point function.
+
+A kind is one :class:`ScanKind` plus one :func:`register` call. Its ``point`` function runs in a
+child process (see :mod:`lab.scans.executors`) as ``point(params, out_dir, model) -> dict``: it
+writes its own artifacts (``summary.json``, a trace CSV, a figure) into ``out_dir`` and returns the
+numbers of the point (flat: numbers, booleans, short strings). ``summarize`` turns the finished
+points of a scan into the scan's headline numbers (e.g. the push force threshold per duration).
+
+Built-in kinds (in :mod:`lab.scans.builtin`): ``walk_stability`` (step length x step height of the closed-loop walk),
+``push_recovery`` (push force x push duration while standing) and ``probe`` (the machinery's own
+check: burn or sleep for a while, optionally crash; used by the benchmark and the tests).
+"""
+
+import importlib.util
+import itertools
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from lab.errors import LabError
+
+MAX_POINTS = 10_000
+
+
+@dataclass(frozen=True)
+class Param:
+    """A numeric scan parameter: default and closed range ``[lo, hi]`` in ``unit``."""
+
+    name: str
+    default: float
+    lo: float
+    hi: float
+    unit: str = ""
+    integer: bool = False
+    description: str = ""
+
+    def describe(self) -> str:
+        unit = f" [{self.unit}]" if self.unit else ""
+        kind = "integer" if self.integer else "number"
+        return f"{self.name}{unit}: {kind} in [{self.lo:g}, {self.hi:g}], default {self.default:g}"
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "default": self.default,
+            "min": self.lo,
+            "max": self.hi,
+            "unit": self.unit,
+            "integer": self.integer,
+            "description": self.description,
+        }
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A number a point reports; ``key`` in the point's result, shown as ``label`` [``unit``]."""
+
+    key: str
+    label: str
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class ScanKind:
+    name: str
+    title: str
+    description: str
+    params: tuple  # Param, in the order the heatmap uses: x axis first, then y
+    point: Callable  # point(params: dict, out_dir: Path, model: str | None) -> dict, in a child process
+    metrics: tuple = ()  # Metric, the columns shown first (the page's metric choices)
+    heat_metric: str = ""  # default heatmap metric
+    pass_key: str = ""  # boolean result key that reads PASS when true
+    summarize: Callable | None = None  # summarize(points: list[dict]) -> dict over finished points
+    timeout_s: float = 300.0  # per point [s]
+    hidden: bool = False  # accepted by the API, not offered by the page's form
+    requires: str = ""  # a module the point function needs; the kind is unavailable without it
+    artifacts: tuple = field(default=())  # file names a point writes (figure first)
+    example: dict = field(default_factory=dict)  # param -> values text the page's form starts with
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise LabError(f"unknown parameter '{name}' for scan kind '{self.name}'", self.params_hint())
+
+    def params_hint(self) -> str:
+        return f"parameters of {self.name}: " + "; ".join(p.describe() for p in self.params)
+
+    @property
+    def point_ref(self) -> str:
+        """``module:function`` of the point function, what the child process imports."""
+        return f"{self.point.__module__}:{self.point.__qualname__}"
+
+    def available(self) -> tuple[bool, str]:
+        """(True, "") when the point function can run here; else (False, why)."""
+        if not self.requires:
+            return True, ""
+        try:
+            found = importlib.util.find_spec(self.requires) is not None
+        except ModuleNotFoundError:
+            found = False
+        return (True, "") if found else (False, f"{self.requires} is not available in this installation")
+
+    def to_dict(self) -> dict:
+        ok, why = self.available()
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "params": [p.to_dict() for p in self.params],
+            "metrics": [{"key": m.key, "label": m.label, "unit": m.unit} for m in self.metrics],
+            "heat_metric": self.heat_metric,
+            "pass_key": self.pass_key,
+            "timeout_s": self.timeout_s,
+            "hidden": self.hidden,
+            "available": ok,
+            "unavailable_reason": why,
+            "artifacts": list(self.artifacts),
+            "example": dict(self.example),
+        }
+
+
+KINDS: dict[str, ScanKind] = {}
+
+
+def register(kind: ScanKind) -> ScanKind:
+    KINDS[kind.name] = kind
+    return kind
+
+
+def get_kind(name) -> ScanKind:
+    """The kind ``name``; an unknown name raises and lists what exists."""
+    if not isinstance(name, str) or name not in KINDS:
+        shown = name if isinstance(name, str) else repr(name)
+        raise LabError(f"unknown scan kind '{shown}'", f"available: {', '.join(KINDS)}")
+    return KINDS[name]
+
+
+# ---------------------------------------------------------------- grids
+
+
+def _number(value, param: Param, hint: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise LabError(f"{param.name}: value {value!r} is not a number", hint)
+    try:
+        v = float(value)
+    except ValueError:
+        raise LabError(f"{param.name}: value {value!r} is not a number", hint) from None
+    if not math.isfinite(v):
+        raise LabError(f"{param.name}: value {value!r} is not a finite number", hint)
+    if param.integer:
+        if v != round(v):
+            raise LabError(f"{param.name}: value {value!r} is not an integer", hint)
+        v = int(round(v))
+    if not param.lo <= v <= param.hi:
+        raise LabError(f"{param.name}: value {v:g} is outside [{param.lo:g}, {param.hi:g}]", hint)
+    return v
+
+
+def expand_values(param: Param, spec, hint: str) -> list:
+    """Values of one parameter from a list of numbers, ``"a, b, c"`` or an inclusive ``"start:stop:step"``."""
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        spec = [spec]
+    if isinstance(spec, str):
+        text = spec.strip()
+        if text.count(":") == 2:
+            parts = text.split(":")
+            try:
+                start, stop, step = (float(x) for x in parts)
+            except ValueError:
+                raise LabError(f"{param.name}: range {spec!r} is not start:stop:step in numbers", hint) from None
+            if not all(math.isfinite(x) for x in (start, stop, step)) or step <= 0 or stop < start:
+                raise LabError(f"{param.name}: range {spec!r} needs start <= stop and a step > 0", hint)
+            n = int(math.floor((stop - start) / step + 1e-9)) + 1
+            if n > MAX_POINTS:
+                raise LabError(f"{param.name}: range {spec!r} has {n:,} values, more than {MAX_POINTS:,}", hint)
+            spec = [round(start + i * step, 10) for i in range(n)]
+        else:
+            spec = [x for x in (s.strip() for s in text.replace(";", ",").split(",")) if x]
+    if not isinstance(spec, list):
+        raise LabError(f"{param.name}: values must be a list of numbers or a start:stop:step range", hint)
+    if not spec:
+        raise LabError(f"empty grid: {param.name} has no values", hint)
+    out = []
+    for v in spec:
+        x = _number(v, param, hint)
+        if x not in out:
+            out.append(x)
+    return out
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The expanded grid: ``axes`` (param -> values) varied, every other parameter at its default."""
+
+    kind: str
+    axes: dict  # name -> list of values, in the kind's parameter order
+    fixed: dict  # name -> value of parameters that are not in the grid
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(v) for v in self.axes.values())
+
+    def points(self) -> list[dict]:
+        """All points, first axis outermost; each a full parameter dict."""
+        names = list(self.axes)
+        return [{**self.fixed, **dict(zip(names, combo))} for combo in itertools.product(*self.axes.values())]
+
+
+def parse_grid(kind: ScanKind, grid) -> Grid:
+    """Validate a ``{param: values}`` grid for ``kind``; bad input raises a LabError listing what is accepted."""
+    hint = kind.params_hint() + '; values as a list [0.02, 0.04], "0.02, 0.04" or a range "0.02:0.06:0.01"'
+    if not isinstance(grid, dict) or not grid:
+        raise LabError("empty grid: give at least one parameter with values", hint)
+    names = {p.name for p in kind.params}
+    for name in grid:
+        if name not in names:
+            raise LabError(f"unknown parameter '{name}' for scan kind '{kind.name}'", hint)
+    axes = {p.name: expand_values(p, grid[p.name], hint) for p in kind.params if p.name in grid}
+    fixed = {p.name: (int(p.default) if p.integer else p.default) for p in kind.params if p.name not in grid}
+    g = Grid(kind.name, axes, fixed)
+    if g.size > MAX_POINTS:
+        shape = " x ".join(str(len(v)) for v in axes.values())
+        raise LabError(
+            f"grid has {g.size:,} points ({shape}), more than {MAX_POINTS:,}", f"{hint}; at most {MAX_POINTS:,} points"
+        )
+    return g
+
+
+# ---------------------------------------------------------------- shared helpers for point functions
+
+
+def write_json(path: Path, data) -> None:
+    """Write JSON atomically (temporary file + rename)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=_jsonable))
+    os.replace(tmp, path)
+
+
+def _jsonable(x):
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if hasattr(x, "item"):
+        return x.item()
+    return str(x)
+
+
+# The built-in kinds register themselves on import.
+from lab.scans import builtin  # noqa: E402, F401

@@ -1,0 +1,113 @@
+"""The scans page and its API (DESIGN.md "Scans"): launch, list, watch, cancel, resume, download.
+
+``init_app(app, results_dir)`` makes the Lab's one :class:`~lab.scans.manager.ScanManager` (scans
+live under ``<results_dir>/scans``) and stops its running scans as ``interrupted`` when the Lab
+stops. Routes that change state carry :func:`~lab.web.common.require_token`.
+
+    GET  /scans                                  the page
+    GET  /api/scans/kinds                        kinds: parameters with defaults and limits, metrics
+    POST /api/scans                              {"kind", "grid": {param: [values] | "a:b:step"}, "executor", "workers"} -> 201
+    GET  /api/scans                              every scan, newest first, without points
+    GET  /api/scans/<id>                         status, done/total, ETA, summary, per-point results
+    POST /api/scans/<id>/cancel                  stop it; running points are killed, finished ones kept
+    POST /api/scans/<id>/resume                  run the unfinished points ({"retry_errors": true}: errors too)
+    GET  /api/scans/<id>/results.csv | .json     the aggregated table
+    GET  /api/scans/<id>/points/<i>              one point's record, its files and output tail
+    GET  /api/scans/<id>/points/<i>/<file>       one of its files (summary.json, trace CSV, figure, output.log)
+"""
+
+from pathlib import Path
+
+from flask import Blueprint, current_app, jsonify, render_template, send_file
+
+from lab.scans.kinds import KINDS, MAX_POINTS
+from lab.scans.manager import ScanManager
+from lab.web.common import json_body, require_token
+from lab.web.server import on_stop
+
+bp = Blueprint("scans", __name__)
+
+MIMETYPES = {
+    ".png": "image/png",
+    ".csv": "text/csv",
+    ".json": "application/json",
+    ".log": "text/plain",
+    ".html": "text/html",
+}
+
+
+def _manager() -> ScanManager:
+    return current_app.extensions["scans"]
+
+
+def init_app(app, results_dir, model: str | None = None) -> ScanManager:
+    """Register the blueprint and the scan manager on ``app``; scans stop (as interrupted) with the app."""
+    manager = ScanManager(Path(results_dir), model=model)
+    app.extensions["scans"] = manager
+    on_stop(app, manager.shutdown)
+    app.register_blueprint(bp)
+    return manager
+
+
+def kinds_list() -> list[dict]:
+    return [k.to_dict() for k in KINDS.values()]
+
+
+@bp.route("/scans")
+def page():
+    every = kinds_list()
+    shown = [k for k in every if not k["hidden"]]
+    return render_template("scans.html", page="scans", kinds=shown, all_kinds=every, max_points=MAX_POINTS)
+
+
+@bp.get("/api/scans/kinds")
+def kinds():
+    return jsonify({"kinds": kinds_list(), "max_points": MAX_POINTS, "executors": ["local", "ray"]})
+
+
+@bp.post("/api/scans")
+@require_token
+def create():
+    scan = _manager().create(json_body())
+    return jsonify(scan), 201
+
+
+@bp.get("/api/scans")
+def list_scans():
+    return jsonify({"scans": _manager().list_scans()})
+
+
+@bp.get("/api/scans/<scan_id>")
+def get(scan_id):
+    return jsonify(_manager().get(scan_id))
+
+
+@bp.post("/api/scans/<scan_id>/cancel")
+@require_token
+def cancel(scan_id):
+    return jsonify(_manager().cancel(scan_id))
+
+
+@bp.post("/api/scans/<scan_id>/resume")
+@require_token
+def resume(scan_id):
+    return jsonify(_manager().resume(scan_id, json_body(required=False)))
+
+
+@bp.get("/api/scans/<scan_id>/results.<any(csv, json):ext>")
+def results(scan_id, ext):
+    path = _manager().results_path(scan_id, ext)
+    return send_file(
+        path, mimetype=MIMETYPES[f".{ext}"], as_attachment=False, download_name=f"{scan_id}-results.{ext}", max_age=0
+    )
+
+
+@bp.get("/api/scans/<scan_id>/points/<int:index>")
+def point(scan_id, index):
+    return jsonify(_manager().point(scan_id, index))
+
+
+@bp.get("/api/scans/<scan_id>/points/<int:index>/<name>")
+def point_file(scan_id, index, name):
+    path = _manager().point_file(scan_id, index, name)
+    return send_file(path, mimetype=MIMETYPES.get(path.suffix, "application/octet-stream"), max_age=0)
