@@ -42,6 +42,7 @@ def parse(argv):
     lab.add_argument("--fps", type=float, default=60.0, help="stream frame rate cap (default 60)")
     lab.add_argument("--preset", choices=["fast", "nice"], default=None, help="render preset (default: by renderer)")
     lab.add_argument("--mode", default="stand", help="initial mode")
+    lab.add_argument("--results", default=None, help="folder for scans (default results/, or LAB_RESULTS)")
     s2s = sub.add_parser("sim2sim", help="Sim2Sim on :8767")
     _common(s2s, "sim2sim")
     s2s.add_argument("--fps", type=float, default=30.0, help="frame rate cap per view (default 30)")
@@ -81,9 +82,8 @@ def run_lab(args) -> None:
 
 
 def run_sim2sim(args) -> None:
-    from lab.web.sim2sim import create_sim2sim_app
-
     from lab.web.server import check_bind, serve
+    from lab.web.sim2sim import create_sim2sim_app
 
     check_bind(args.host, args.token)
     app = create_sim2sim_app(model=args.model, token=args.token, fps=args.fps)
@@ -118,9 +118,16 @@ def run_all(args) -> int:
     cmds = []
     ports = {"lab": args.lab_port, "state-server": args.state_port, "sim2sim": args.sim2sim_port}
     if not args.no_state_server:
-        cmds.append(("state-server", [sys.executable, __file__, "state-server", *host, "--port", str(ports["state-server"]), *extra]))
+        cmds.append(
+            (
+                "state-server",
+                [sys.executable, __file__, "state-server", *host, "--port", str(ports["state-server"]), *extra],
+            )
+        )
     remote = f"http://127.0.0.1:{ports['state-server']}"
-    cmds.append(("lab", [sys.executable, __file__, "lab", *host, "--port", str(ports["lab"]), "--remote-url", remote, *extra]))
+    cmds.append(
+        ("lab", [sys.executable, __file__, "lab", *host, "--port", str(ports["lab"]), "--remote-url", remote, *extra])
+    )
     cmds.append(("sim2sim", [sys.executable, __file__, "sim2sim", *host, "--port", str(ports["sim2sim"]), *extra]))
     procs = []
     for name, cmd in cmds:

@@ -41,14 +41,11 @@ def create_lab_app(
     links: dict | None = None,
 ) -> Flask:
     """The Lab on :8765: one live MuJoCo session, its stream and API, the remote monitor and scans."""
+    import lab.control.walk_mode  # noqa: F401  (registers the `walk` mode)
     from lab.robots.model import load_robot
     from lab.sim.session import SimSession
-    from lab.web import lab_page
+    from lab.web import lab_page, remote_page, scans_page
 
-    try:  # the walk mode registers itself when the walking pipeline is present
-        import lab.control.walk_mode  # noqa: F401
-    except ImportError:
-        pass
     robot = load_robot(model)
     app, sock = make_flask("lab", token)
     app.config["LAB_LINKS"] = links or {}
@@ -58,16 +55,6 @@ def create_lab_app(
         session.start()
     on_stop(app, session.stop)
 
-    try:
-        from lab.web import remote_page
-    except ImportError:
-        remote_page = None
-    if remote_page is not None:
-        remote_page.init_app(app, remote_url, robot)
-    try:
-        from lab.web import scans_page
-    except ImportError:
-        scans_page = None
-    if scans_page is not None:
-        scans_page.init_app(app, Path(results_dir or os.environ.get("LAB_RESULTS", ROOT / "results")), model=model)
+    remote_page.init_app(app, remote_url, robot)
+    scans_page.init_app(app, Path(results_dir or os.environ.get("LAB_RESULTS", ROOT / "results")), model=model)
     return app
