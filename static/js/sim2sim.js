@@ -27,13 +27,13 @@ for (const v of [...ENGINES, 'overlay']) views[v] = new FrameView($(`view-${v}`)
 const color = (n) => COLORS[n] || '#c792ea';
 const name = (n) => NAMES[n] || n;
 const charts = {
-  err: new StripChart($('plot-err'), { title: 'max joint error, per engine', unit: 'rad',
+  err: new StripChart($('plot-err'), { title: 'max joint error', unit: 'rad',
     series: ENGINES.map((n) => ({ name: name(n), color: color(n) })) }),
-  div: new StripChart($('plot-div'), { title: `divergence (${name(B)} − ${name(A)})`, unit: 'mm | mrad', series: [
-    { name: 'pelvis height diff. [mm]', color: '#f39a2e' }, { name: 'joint-angle RMS diff. [mrad]', color: '#7ee081' }] }),
-  z: new StripChart($('plot-z'), { title: 'pelvis height, per engine', unit: 'm',
+  div: new StripChart($('plot-div'), { title: `divergence, ${name(B)} − ${name(A)}`, unit: '', series: [
+    { name: 'pelvis z [mm]', color: '#f39a2e' }, { name: 'joint RMS [mrad]', color: '#7ee081' }] }),
+  z: new StripChart($('plot-z'), { title: 'pelvis height', unit: 'm',
     series: [...ENGINES.map((n) => ({ name: name(n), color: color(n) })), { name: 'target', color: '#aaa', dash: 'dot' }] }),
-  pitch: new StripChart($('plot-pitch'), { title: 'torso pitch, per engine', unit: 'deg',
+  pitch: new StripChart($('plot-pitch'), { title: 'torso pitch', unit: 'deg',
     series: ENGINES.map((n) => ({ name: name(n), color: color(n) })) }),
 };
 

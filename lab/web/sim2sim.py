@@ -1,0 +1,314 @@
+"""Sim2Sim on :8767: the same humanoid in MuJoCo and PyBullet, side by side, in lockstep.
+
+One :class:`~lab.sim.lockstep.Lockstep` steps both engines; one :class:`~lab.web.stream.FrameHub`
+per view renders it (``mujoco``, ``pybullet``, and ``overlay``: MuJoCo solid with PyBullet drawn
+translucent over it). A hub renders only while a client watches it, so the overlay costs nothing
+until the page turns it on.
+
+API (as the Lab's, with an entry per engine):
+- ``GET /api/status``: mode, paused, sim time, model identity, ``engines`` (name, version, dt,
+  total mass each engine sees), render size, fps and renderer, per-view stream stats;
+- ``GET /api/metrics``: the latest sample: ``engines.<name>`` metrics, ``divergence``, real-time factor;
+- ``GET /api/history?since=T``: the samples after sim time ``T`` [s];
+- ``POST /api/mode {"mode", [push params]}``, ``POST /api/push {...}``, ``POST /api/reset``,
+  ``POST /api/pause {"paused"}``, ``POST /api/render {"preset"}``;
+- ``WS /ws?views=mujoco,pybullet[,overlay]``: frames tagged by ``view``, metrics as JSON.
+"""
+
+import os
+import threading
+import time
+
+from flask import Blueprint, current_app, jsonify, render_template, request
+
+from lab.control.modes import MODES
+from lab.errors import LabError
+from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
+from lab.web import make_flask, messages
+from lab.web.common import json_body, require_token
+from lab.web.server import on_stop
+from lab.web.stream import FrameHub, ws_loop
+
+bp = Blueprint("sim2sim", __name__)
+VIEWS = ("mujoco", "pybullet", "overlay")
+DEFAULT_VIEWS = ("mujoco", "pybullet")
+LABELS = {"mujoco": "MuJoCo", "pybullet": "PyBullet"}
+PUSH_FIELDS = ("force_n", "duration_s", "period_s", "first_s")
+RENDER_NICE = 5  # niceness added to the render threads
+
+
+class LockstepSource:
+    """Frames of one engine of a :class:`Lockstep` (``ghost``: a second engine drawn translucent)."""
+
+    def __init__(self, lockstep, engine: str, width: int, height: int, preset: str, ghost: str | None = None):
+        self.lockstep, self.engine, self.ghost = lockstep, engine, ghost
+        self.width, self.height, self.preset = width, height, preset
+        self.renderer = None
+
+    def open(self):
+        # Frames yield to physics when the CPUs are short: this producer thread (and the llvmpipe
+        # threads it starts) run at a lower priority than the lockstep thread, which must hold real time.
+        try:
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + RENDER_NICE)
+        except (AttributeError, OSError):
+            pass
+        self.renderer = Renderer(self.lockstep.robot.model, self.width, self.height, self.preset)
+
+    def frame(self):
+        qpos, sim_time = self.lockstep.snapshot(self.engine)
+        ghost = self.lockstep.snapshot(self.ghost)[0] if self.ghost else None
+        t_wall = time.time()
+        return self.renderer.render(qpos, ghost), {"sim_time": sim_time, "t_wall": t_wall}
+
+    def close(self):
+        if self.renderer is not None:
+            self.renderer.close()
+
+
+def create_sim2sim_app(
+    model=None,
+    token: str | None = None,
+    fps: float = 30.0,
+    width: int = 640,
+    height: int = 480,
+    preset: str | None = None,
+    mode: str = "stand",
+    start: bool = True,
+):
+    """The Sim2Sim service: a URDF humanoid (``model``; None = built-in Q1) in both engines, its page and API.
+
+    Raises :class:`LabError` naming the engine when only one engine can load the model.
+    """
+    from lab.sim.lockstep import Lockstep, load_sim2sim_robot
+
+    robot = load_sim2sim_robot(model)
+    lockstep = Lockstep(robot, mode=mode)
+    app, sock = make_flask("sim2sim", token)
+    try:
+        init_app(app, sock, lockstep, fps=fps, width=width, height=height, preset=preset)
+    except Exception:
+        lockstep.close()
+        raise
+    if start:
+        lockstep.start()
+    return app
+
+
+def init_app(app, sock, lockstep, fps=30.0, width=640, height=480, preset=None):
+    preset = check_preset(preset or default_preset())
+    a, b = lockstep.names[:2]
+    sources = {
+        a: LockstepSource(lockstep, a, width, height, preset),
+        b: LockstepSource(lockstep, b, width, height, preset),
+        "overlay": LockstepSource(lockstep, a, width, height, preset, ghost=b),
+    }
+    hubs = {v: FrameHub(src, fps=fps, name=v) for v, src in sources.items()}
+    app.extensions["sim2sim"] = {
+        "lockstep": lockstep,
+        "hubs": hubs,
+        "sources": sources,
+        "fps": fps,
+        "width": width,
+        "height": height,
+        "preset": preset,
+    }
+    for hub in hubs.values():
+        on_stop(app, hub.close)
+    on_stop(app, lockstep.close)
+    app.register_blueprint(bp)
+
+    @sock.route("/ws")
+    def ws(ws):
+        c = app.extensions["sim2sim"]
+        try:
+            views = parse_views(request.args.get("views"))
+        except LabError as exc:
+            ws.send(messages.dumps({"type": "error", **exc.to_dict()}))
+            return
+        ls = c["lockstep"]
+        hello = messages.hello(
+            "sim2sim",
+            list(views),
+            width,
+            height,
+            fps,
+            ls.robot.identity_dict(),
+            modes=list(MODES),
+            engines=ls.engine_info(),
+            labels=view_labels(ls),
+        )
+        ws_loop(ws, {v: c["hubs"][v] for v in views}, metrics_sample, hello, metrics_hz=25, status_fn=status_small)
+
+
+def parse_views(raw: str | None) -> tuple:
+    if not raw:
+        return DEFAULT_VIEWS
+    views = tuple(dict.fromkeys(v.strip() for v in raw.split(",") if v.strip()))
+    unknown = [v for v in views if v not in VIEWS]
+    if unknown or not views:
+        raise LabError(f"unknown view(s) {', '.join(unknown) or '(none)'}", f"views: {', '.join(VIEWS)}")
+    return views
+
+
+def view_labels(lockstep) -> dict:
+    info = lockstep.engine_info()
+    labels = {n: f"{LABELS.get(n, n)} {i['version']}" for n, i in info.items()}
+    a, b = lockstep.names[:2]
+    labels["overlay"] = f"Overlay: {labels[a]} solid, {labels[b]} translucent"
+    return labels
+
+
+def _ctx():
+    return current_app.extensions["sim2sim"]
+
+
+def metrics_sample() -> dict:
+    c = _ctx()
+    ls, hubs = c["lockstep"], c["hubs"]
+    return {**ls.latest(), "fps": {v: round(h.measured_fps(), 2) for v, h in hubs.items()}}
+
+
+def status_small() -> dict:
+    c = _ctx()
+    ls = c["lockstep"]
+    return {"mode": ls.mode_name, "paused": ls.paused, "preset": c["preset"], "resets": ls.resets}
+
+
+def status_dict() -> dict:
+    c = _ctx()
+    ls, hubs = c["lockstep"], c["hubs"]
+    robot = ls.robot
+    engines = ls.engine_info()
+    for n, e in engines.items():
+        e["sim_time"] = round(ls.engines[n].time, 6)
+        e["label"] = f"{LABELS.get(n, n)} {e['version']}"
+    return {
+        "service": "sim2sim",
+        "mode": ls.mode_name,
+        "modes": list(MODES),
+        "paused": ls.paused,
+        "sim_time": round(ls.sim_time, 6),
+        "rtf": round(ls.measured_rtf(), 3),
+        "rtf_target": ls.rtf,
+        "push": {k: getattr(ls.push, k) for k in PUSH_FIELDS},
+        "engines": engines,
+        "mass_warning": ls.masses["mass_warning"],
+        "error": ls.error,
+        "control": {
+            "law": "tau = clip(kp (q* - q) - kd qd)",
+            "gravity_ff": False,
+            "gravity_ff_requested": ls.gravity_ff_requested,
+            "tick_s": ls.dt,
+        },
+        "identity": robot.identity_dict(),
+        "model": {
+            "file": robot.path.name,
+            "kind": robot.kind,
+            "builtin": robot.builtin,
+            "nq": robot.model.nq,
+            "nv": robot.model.nv,
+            "nu": robot.model.nu,
+            "timestep": robot.model.opt.timestep,
+            "total_mass": round(robot.total_mass, 4),
+            "standing_height": round(robot.standing_height, 4),
+        },
+        "render": {
+            "width": c["width"],
+            "height": c["height"],
+            "fps": c["fps"],
+            "preset": c["preset"],
+            "presets": list(PRESETS),
+            "default_preset": default_preset(),
+            "gl": gl_info(),
+            "views": {v: h.stats() for v, h in hubs.items()},
+            "labels": view_labels(ls),
+        },
+        "auth": bool(current_app.config.get("LAB_TOKEN")),
+    }
+
+
+@bp.route("/")
+def index():
+    return render_template("sim2sim.html", status=status_dict(), page="sim2sim")
+
+
+@bp.get("/api/status")
+def api_status():
+    return jsonify(status_dict())
+
+
+@bp.get("/api/metrics")
+def api_metrics():
+    return jsonify(messages._finite(metrics_sample()))
+
+
+@bp.get("/api/history")
+def api_history():
+    try:
+        since = float(request.args.get("since", "-1"))
+    except ValueError as exc:
+        raise LabError(f"since must be a number, got {request.args.get('since')!r}", "sim time in seconds") from exc
+    return jsonify({"samples": messages._finite(_ctx()["lockstep"].history_since(since))})
+
+
+def _token_unless_stop(is_stop: bool):
+    """Zero torque and pause are never blocked by auth; everything else needs the token when one is set."""
+    if is_stop:
+        return None
+    return require_token(lambda: None)()
+
+
+@bp.post("/api/mode")
+def api_mode():
+    body = json_body()
+    name = body.get("mode")
+    denied = _token_unless_stop(name == "zero")
+    if denied:
+        return denied
+    if "mode" not in body:
+        raise LabError("missing field 'mode'", f'send {{"mode": ...}} with one of: {", ".join(MODES)}')
+    push = {k: body[k] for k in body if k != "mode"}
+    _ctx()["lockstep"].set_mode(name, push or None)
+    return jsonify(status_dict())
+
+
+@bp.post("/api/push")
+@require_token
+def api_push():
+    body = json_body()
+    p = _ctx()["lockstep"].set_push(body)
+    return jsonify({"push": {k: getattr(p, k) for k in PUSH_FIELDS}})
+
+
+@bp.post("/api/reset")
+@require_token
+def api_reset():
+    _ctx()["lockstep"].reset()
+    return jsonify(status_dict())
+
+
+@bp.post("/api/pause")
+def api_pause():
+    body = json_body()
+    paused = body.get("paused")
+    if not isinstance(paused, bool):
+        raise LabError(f"'paused' must be true or false, got {paused!r}", 'send {"paused": true} or {"paused": false}')
+    denied = _token_unless_stop(paused)
+    if denied:
+        return denied
+    _ctx()["lockstep"].pause(paused)
+    return jsonify(status_dict())
+
+
+@bp.post("/api/render")
+@require_token
+def api_render():
+    body = json_body()
+    name = check_preset(body.get("preset"))
+    c = _ctx()
+    c["preset"] = name
+    for v, hub in c["hubs"].items():
+        c["sources"][v].preset = name
+        hub.submit(lambda src, name=name: src.renderer.set_preset(name))
+    return jsonify(status_dict())
