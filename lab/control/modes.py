@@ -14,7 +14,11 @@ from lab.robots.model import Robot
 
 @dataclass(frozen=True)
 class Command:
-    """``q_target`` (nu,) [rad]; ``enabled`` False means zero torque; ``push`` (3,) [N] on the torso or None."""
+    """``q_target`` (nu,) [rad]; ``enabled`` False means zero torque; ``push`` (3,) [N] on the torso or None.
+
+    A handed-out ``q_target`` is never modified in place (hand out a new array for a new target):
+    the control tick caches ``kp * q_target`` by the array's identity.
+    """
 
     q_target: np.ndarray
     enabled: bool = True

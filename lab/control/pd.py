@@ -4,6 +4,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+try:  # numpy's clip ufunc: one call instead of minimum + maximum (np.clip wraps it in Python checks)
+    from numpy._core.umath import clip as _clip
+except ImportError:  # pragma: no cover - other numpy layouts
+    _clip = None
+
 from lab.robots.model import Robot
 
 
@@ -29,20 +34,27 @@ class PDGains:
         return cls(robot.kp.copy(), robot.kd.copy(), robot.tau_limit.copy(), robot.config.gravity_ff)
 
 
-def pd_torque(gains: PDGains, q, qd, q_target, tau_ff=None, out=None, tmp=None) -> np.ndarray:
+def pd_torque(gains: PDGains, q, qd, q_target, tau_ff=None, out=None, tmp=None, kp_target=None) -> np.ndarray:
     """``clip(kp (q* - q) - kd qd [+ tau_ff], -limit, limit)``, all (nu,); written into ``out`` if given.
 
     In-place ufuncs: this runs at 1 kHz in Python beside ``mj_step``, so it allocates nothing when
-    ``out`` (and the scratch ``tmp``) are given.
+    ``out`` (and the scratch ``tmp``) are given; ``kp_target`` = ``kp * q_target`` may be passed
+    precomputed when the target does not change between ticks.
     """
     if out is None:
         out = np.empty_like(gains.kp)
     tmp = np.multiply(gains.kd, qd, out=tmp)
-    np.subtract(q_target, q, out=out)
-    np.multiply(out, gains.kp, out=out)
+    if kp_target is None:
+        np.subtract(q_target, q, out=out)
+        np.multiply(out, gains.kp, out=out)
+    else:
+        np.multiply(gains.kp, q, out=out)
+        np.subtract(kp_target, out, out=out)
     np.subtract(out, tmp, out=out)
     if tau_ff is not None:
         np.add(out, tau_ff, out=out)
+    if _clip is not None:
+        return _clip(out, gains.neg_limit, gains.limit, out=out)
     np.minimum(out, gains.limit, out=out)
     np.maximum(out, gains.neg_limit, out=out)
     return out

@@ -21,6 +21,8 @@ def ensure_egl() -> None:
 ensure_egl()
 import mujoco  # noqa: E402
 
+from lab.robots.model import GRID_GROUP  # noqa: E402
+
 
 @dataclass(frozen=True)
 class RenderPreset:
@@ -30,12 +32,15 @@ class RenderPreset:
     reflections: bool
     msaa: int  # offscreen multisamples
     skybox: bool = True
+    floor_texture: bool = True  # False: plain floor plus grid lines (geom group 4), no reflectance
 
 
 PRESETS = {
-    "fast": RenderPreset(shadows=False, reflections=False, msaa=0),
+    "fast": RenderPreset(shadows=False, reflections=False, msaa=0, skybox=False, floor_texture=False),
     "nice": RenderPreset(shadows=True, reflections=True, msaa=4),
 }
+
+FLOOR_RGBA = (0.15, 0.17, 0.20, 1.0)  # the floor's colour when a preset drops its texture
 
 _GL_INFO: dict | None = None
 
@@ -89,6 +94,9 @@ class Renderer:
     ):
         self.width, self.height = int(width), int(height)
         self.model = copy.copy(model)  # own copy: the preset changes visual settings
+        # an offscreen buffer of exactly the image size: llvmpipe clears every pixel of it each frame
+        self.model.vis.global_.offwidth = self.width
+        self.model.vis.global_.offheight = self.height
         self.data = mujoco.MjData(self.model)
         self.ghost = mujoco.MjData(self.model)
         self.track_body = track_body
@@ -102,6 +110,10 @@ class Renderer:
         self.ghost_option = mujoco.MjvOption()
         self._lookat = None
         self._r = None
+        self._matid = self.model.geom_matid.copy()
+        self._rgba = self.model.geom_rgba.copy()
+        self._reflectance = self.model.mat_reflectance.copy()
+        self._floor = [g for g in range(self.model.ngeom) if self.model.geom_type[g] == mujoco.mjtGeom.mjGEOM_PLANE]
         self.preset = None
         self.set_preset(preset or default_preset())
 
@@ -111,6 +123,15 @@ class Renderer:
             return
         p = PRESETS[name]
         self.model.vis.quality.offsamples = p.msaa
+        m = self.model
+        m.geom_matid[:] = self._matid
+        m.geom_rgba[:] = self._rgba
+        m.mat_reflectance[:] = self._reflectance
+        if not p.floor_texture:
+            m.geom_matid[self._floor] = -1
+            m.geom_rgba[self._floor] = FLOOR_RGBA
+            m.mat_reflectance[:] = 0.0
+        self.option.geomgroup[GRID_GROUP] = 0 if p.floor_texture else 1
         if self._r is not None:
             self._r.close()
         self._r = mujoco.Renderer(self.model, self.height, self.width)

@@ -19,6 +19,7 @@ from lab.robots.config import RobotConfig, load_config
 
 BUILTIN_URDF = Path(__file__).parent / "q1" / "q1.urdf"
 TIMESTEP = 0.001  # [s]
+GRID_GROUP = 4  # geom group of the floor grid lines the `fast` render preset shows
 # The order the built-in robot's actuators are listed in (legs, waist, arms, head).
 Q1_ORDER = (
     [
@@ -189,6 +190,22 @@ def _add_world(spec: mujoco.MjSpec) -> None:
             conaffinity=1,
             friction=[1.0, 0.005, 0.0001],
         )
+        # 1 m grid lines, drawn only by the `fast` preset (geom group 4) in place of the floor texture,
+        # whose trilinear sampling is the dearest part of a frame on a software renderer
+        for k in range(-4, 5):
+            for size, pos in (
+                ([4.0, 0.005, 0.0005], [0.0, float(k), 0.0]),
+                ([0.005, 4.0, 0.0005], [float(k), 0.0, 0.0]),
+            ):
+                spec.worldbody.add_geom(
+                    type=mujoco.mjtGeom.mjGEOM_BOX,
+                    size=size,
+                    pos=pos,
+                    rgba=[0.28, 0.31, 0.36, 1],
+                    contype=0,
+                    conaffinity=0,
+                    group=GRID_GROUP,
+                )
     spec.worldbody.add_light(
         name="lab_key",
         pos=[0.6, -0.8, 2.5],

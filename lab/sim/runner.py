@@ -28,6 +28,8 @@ class Rollout:
         buf = engine.torque_buffer()
         self._tau = buf if buf is not None and buf.shape == gains.kp.shape else np.zeros_like(gains.kp)
         self._tmp = np.zeros_like(gains.kp)
+        self._target_ref = None  # the q_target array kp * q_target was computed for
+        self._kp_target = np.zeros_like(gains.kp)
         self._push_on = False
         self.x0 = float(engine.base_pose()[0][0])
 
@@ -54,8 +56,13 @@ class Rollout:
             self._push_on = push
         if cmd.enabled:
             q, qd = eng.joint_state()
-            ff = eng.bias_torque() if self.gains.gravity_ff else None
-            tau = pd_torque(self.gains, q, qd, cmd.q_target, ff, out=self._tau, tmp=self._tmp)
+            g = self.gains
+            qt = cmd.q_target
+            if qt is not self._target_ref:  # modes hand out the same array while the target holds
+                np.multiply(g.kp, qt, out=self._kp_target)
+                self._target_ref = qt
+            ff = eng.bias_torque() if g.gravity_ff else None
+            tau = pd_torque(g, q, qd, qt, ff, out=self._tau, tmp=self._tmp, kp_target=self._kp_target)
         else:
             tau = self._tau
             tau[:] = 0.0

@@ -30,6 +30,9 @@ class Frame:
 class FrameHub:
     """Renders ``source`` at up to ``fps`` frames/s while it has subscribers.
 
+    Rendering (one thread, which owns the GL context) and JPEG encoding (a second thread) overlap:
+    frame n is encoded while frame n+1 renders. Every rendered frame is encoded once and published.
+
     ``source`` has ``open()`` (called in the producer thread, where the GL context lives),
     ``frame() -> (rgb (h, w, 3) uint8, {"sim_time": ..., "t_wall": ...})`` and ``close()``.
     """
@@ -48,6 +51,8 @@ class FrameHub:
         self.render_ms = collections.deque(maxlen=120)
         self.encode_ms = collections.deque(maxlen=120)
         self.error: str | None = None
+        self._slot = None  # a rendered frame waiting for the encoder
+        self._slot_cv = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"hub-{name}", daemon=True)
         self._thread.start()
 
@@ -70,17 +75,17 @@ class FrameHub:
         self._calls.append(fn)
         self._wake.set()
 
-    # --- producer ----------------------------------------------------------------------------
+    # --- producer: render in this thread, encode in the next, so the two overlap -------------------
     def _run(self) -> None:
         try:
             self.source.open()
         except Exception as exc:
             self.error = f"renderer failed to start: {exc}"
             return
-        period = 1.0 / self.fps
+        encoder = threading.Thread(target=self._encode_loop, name=f"jpeg-{self.name}", daemon=True)
+        encoder.start()
         next_t = time.perf_counter()
         last_watch = 0.0
-        seq = 0
         try:
             while not self._stop.is_set():
                 while self._calls:
@@ -95,28 +100,51 @@ class FrameHub:
                     continue
                 if now < next_t:
                     time.sleep(next_t - now)
+                period = 1.0 / self.fps  # read each frame: the rate may be changed while running
                 next_t = max(next_t + period, time.perf_counter() - period)
                 t0 = time.perf_counter()
                 rgb, meta = self.source.frame()
-                t1 = time.perf_counter()
-                jpeg = encode_jpeg(rgb, self.quality)
-                t2 = time.perf_counter()
-                seq += 1
-                self.latest = Frame(
-                    seq, jpeg, meta.get("t_wall", time.time()), meta.get("sim_time", 0.0), rgb.shape[1], rgb.shape[0]
-                )
-                self.renders += 1
-                self.render_ms.append((t1 - t0) * 1e3)
-                self.encode_ms.append((t2 - t1) * 1e3)
-                self._times.append(t2)
-                with self._lock:
-                    subs = list(self._subs)
-                for ev in subs:
-                    ev.set()
+                self.render_ms.append((time.perf_counter() - t0) * 1e3)
+                with self._slot_cv:  # hand over; wait if the encoder still holds the previous frame
+                    while self._slot is not None and not self._stop.is_set():
+                        self._slot_cv.wait(0.1)
+                    self._slot = (rgb, meta)
+                    self._slot_cv.notify_all()
         except Exception as exc:  # keep the reason visible in /api/status
             self.error = f"renderer stopped: {exc}"
         finally:
+            self._stop.set()
+            with self._slot_cv:
+                self._slot_cv.notify_all()
+            encoder.join(1.0)
             self.source.close()
+
+    def _encode_loop(self) -> None:
+        seq = 0
+        while True:
+            with self._slot_cv:
+                while self._slot is None and not self._stop.is_set():
+                    self._slot_cv.wait(0.1)
+                if self._slot is None:
+                    return
+                rgb, meta = self._slot
+            t1 = time.perf_counter()
+            jpeg = encode_jpeg(rgb, self.quality)
+            t2 = time.perf_counter()
+            with self._slot_cv:
+                self._slot = None
+                self._slot_cv.notify_all()
+            seq += 1
+            self.latest = Frame(
+                seq, jpeg, meta.get("t_wall", time.time()), meta.get("sim_time", 0.0), rgb.shape[1], rgb.shape[0]
+            )
+            self.renders += 1
+            self.encode_ms.append((t2 - t1) * 1e3)
+            self._times.append(t2)
+            with self._lock:
+                subs = list(self._subs)
+            for ev in subs:
+                ev.set()
 
     def measured_fps(self) -> float:
         t = self._times
@@ -210,7 +238,7 @@ def ws_loop(ws, hubs: dict, metrics_fn, hello: str, metrics_hz: float = 25.0, st
                     _answer(ws, msg, inflight)
             else:
                 event.wait(wait)
-    except ConnectionClosed:
+    except (ConnectionClosed, OSError):  # the client went away (closed tab, reset, broken pipe)
         pass
     finally:
         for hub in hubs.values():
