@@ -7,9 +7,10 @@ the real-time factor of the simulation meanwhile (sim time advanced / wall time,
 stream), render and encode milliseconds, and renders counted against frames produced (one render
 and one encode per frame, whatever the number of clients).
 
-    python experiments/bench_stream.py [--seconds 8] [--fps 60] [--clients 1,4] [--out results/bench_stream]
+    python experiments/bench_stream.py [--seconds 8] [--fps 60,200] [--clients 1,4] [--out results/bench_stream]
 
-``--fps`` is the server's frame-rate cap (the Lab's default is 60); ``--fps 200`` measures capacity.
+``--fps`` lists server frame-rate caps to run: 60 is the Lab's default (what a user gets: the cap),
+200 leaves the rate to the machine (its capacity); the ">= 60 frames/s" target is judged there.
 """
 
 import argparse
@@ -105,16 +106,8 @@ def measure(base, ws_url, n_clients, warmup, seconds):
     }
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=8.0)
-    ap.add_argument("--warmup", type=float, default=2.0)
-    ap.add_argument("--fps", type=float, default=60.0, help="server frame-rate cap")
-    ap.add_argument("--clients", default="1,4")
-    ap.add_argument("--presets", default="fast,nice")
-    ap.add_argument("--seed", type=int, default=0, help="unused: nothing random")
-    ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench_stream")
-    args = ap.parse_args()
+def run_server(args, cap):
+    """One Lab process at frame-rate cap ``cap``; every preset x client count measured against it."""
     port = free_port()
     env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
     proc = subprocess.Popen(
@@ -125,7 +118,7 @@ def main():
             "--port",
             str(port),
             "--fps",
-            str(args.fps),
+            str(cap),
             "--remote-url",
             f"http://127.0.0.1:{free_port()}",
         ],
@@ -146,26 +139,44 @@ def main():
                 if time.time() > deadline or proc.poll() is not None:
                     raise SystemExit(f"the Lab did not start: {proc.stderr.read().decode()[-2000:]}") from None
                 time.sleep(0.3)
-        gl = status["render"]["gl"]
-        print(f"renderer: {gl['renderer']}  cap {args.fps} fps  window {args.seconds} s", flush=True)
+        print(f"renderer: {status['render']['gl']['renderer']}  cap {cap} fps  window {args.seconds} s", flush=True)
         for preset in args.presets.split(","):
             requests.post(base + "/api/render", json={"preset": preset}, timeout=5).raise_for_status()
             for n in (int(x) for x in args.clients.split(",")):
-                row = {"preset": preset, **measure(base, ws_url, n, args.warmup, args.seconds)}
+                row = {"fps_cap": cap, "preset": preset, **measure(base, ws_url, n, args.warmup, args.seconds)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     finally:
         proc.terminate()
         proc.wait(10)
-    fast4 = next((r for r in rows if r["preset"] == "fast" and r["clients"] == 4), None)
+    return status["render"]["gl"]["renderer"], rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--warmup", type=float, default=2.0)
+    ap.add_argument("--fps", default="60,200", help="server frame-rate caps to run, comma-separated")
+    ap.add_argument("--clients", default="1,4")
+    ap.add_argument("--presets", default="fast,nice")
+    ap.add_argument("--seed", type=int, default=0, help="unused: nothing random")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench_stream")
+    args = ap.parse_args()
+    rows, renderer = [], None
+    for cap in (float(x) for x in args.fps.split(",")):
+        renderer, r = run_server(args, cap)
+        rows += r
+    top = max(r["fps_cap"] for r in rows)
+    fast4 = next((r for r in rows if r["fps_cap"] == top and r["preset"] == "fast" and r["clients"] == 4), None)
     summary = {
-        "renderer": gl["renderer"],
-        "fps_cap": args.fps,
+        "renderer": renderer,
         "width": 640,
         "height": 480,
         "seconds": args.seconds,
+        "load_average": os.getloadavg(),
         "rows": rows,
         "targets": {
+            "judged_at_cap": top,
             "fast_4_clients_fps_min_ge_60": bool(fast4 and fast4["fps_per_client_min"] >= 60),
             "rtf_ge_1_while_streaming": bool(fast4 and fast4["rtf"] >= 0.99),
             "frame_age_p95_le_100ms": bool(fast4 and fast4["frame_age_ms_p95"] <= 100),
@@ -173,7 +184,7 @@ def main():
         },
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"summary_cap{int(args.fps)}.json").write_text(json.dumps(summary, indent=2))
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary["targets"], indent=2))
 
 

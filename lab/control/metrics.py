@@ -41,7 +41,9 @@ class Metrics:
 
 def convex_hull(points) -> list:
     """Counter-clockwise hull of 2-D points (k, 2) by Andrew's monotone chain, as a list of (x, y)."""
-    pts = sorted(set(map(tuple, np.asarray(points, dtype=float).tolist())))
+    if isinstance(points, np.ndarray):
+        points = points.tolist()
+    pts = sorted(set(map(tuple, points)))
     if len(pts) <= 2:
         return pts
 
@@ -92,15 +94,20 @@ def measure(engine: Engine, q_target: np.ndarray, x0: float, enabled: bool = Tru
     com = engine.com().tolist()
     contacts = engine.foot_contacts()
     cop, margin, support = None, None, "none"
-    if contacts:
-        sides = {c.side for c in contacts}
+    if contacts:  # plain floats: a handful of points, where numpy's per-call cost dominates
+        sides, pts = set(), []
+        total = cx = cy = 0.0
+        for c in contacts:
+            x, y, _ = c.pos.tolist()
+            sides.add(c.side)
+            pts.append((x, y))
+            total += c.fz
+            cx += c.fz * x
+            cy += c.fz * y
         support = "double" if len(sides) == 2 else ("left" if 0 in sides else "right")
-        f = np.array([c.fz for c in contacts])
-        xy = np.array([c.pos[:2] for c in contacts])
-        total = f.sum()
         if total > 1e-6:
-            cop = tuple((f @ xy / total).tolist())
-        margin = support_margin(convex_hull(xy), com)
+            cop = (cx / total, cy / total)
+        margin = support_margin(convex_hull(pts), com)
     return Metrics(
         sim_time=engine.time,
         pelvis_z=float(pos[2]),
