@@ -17,9 +17,9 @@ const charts = {
     { name: 'actual', color: '#5fb3ff' }, { name: 'target', color: '#f39a2e', dash: 'dot' }] }),
   pitch: new StripChart($('plot-pitch'), { title: 'torso pitch', unit: 'deg', series: [{ name: 'pitch', color: '#7ee081' }] }),
   err: new StripChart($('plot-err'), { title: 'max joint error', unit: 'rad', series: [{ name: 'max |q* − q|', color: '#ff6b81' }] }),
-  x: new StripChart($('plot-x'), { title: 'forward displacement', unit: 'm', series: [
-    { name: 'pelvis x', color: '#c792ea' }, { name: 'CoM plan x', color: '#f39a2e', dash: 'dot' },
-    { name: 'ZMP plan x', color: '#ffd166', dash: 'dash' }] }),
+  x: new StripChart($('plot-x'), { title: 'forward: pelvis, CoM and (walk) plan', unit: 'm', series: [
+    { name: 'pelvis x', color: '#c792ea' }, { name: 'CoM x', color: '#5fb3ff' },
+    { name: 'CoM plan x', color: '#f39a2e', dash: 'dot' }, { name: 'ZMP plan x', color: '#ffd166', dash: 'dash' }] }),
 };
 
 let lastSimTime = -1;
@@ -46,7 +46,7 @@ function onMetrics(m) {
   charts.z.add(m.sim_time, [m.pelvis_z, m.pelvis_z_target]);
   charts.pitch.add(m.sim_time, [m.pitch_deg]);
   charts.err.add(m.sim_time, [m.max_joint_err]);
-  charts.x.add(m.sim_time, [m.forward_x, ex.com_plan_x, ex.zmp_plan_x]);
+  charts.x.add(m.sim_time, [m.forward_x, m.com ? m.com[0] : null, ex.com_plan_x, ex.zmp_plan_x]);
   if (m.mode !== currentMode) setMode(m.mode);
   $('pause').textContent = m.paused ? 'Resume' : 'Pause';
   $('view-msg').hidden = !m.paused;
@@ -82,8 +82,17 @@ const sock = new StreamSocket({
   },
 });
 
+// Curves redraw at 4 Hz, one chart per tick, so that a redraw never holds up the frames (Plotly's
+// SVG redraw is the dearest thing on this page when the browser renders in software).
+let chartTurn = 0;
+const chartList = Object.values(charts);
 setInterval(() => {
-  for (const c of Object.values(charts)) c.flush();
+  if (document.hidden) return;
+  chartList[chartTurn].flush();
+  chartTurn = (chartTurn + 1) % chartList.length;
+}, 1000 / (4 * chartList.length));
+
+setInterval(() => {
   const fps = view.fps();
   $('fps').textContent = `${fps} fps`;
   $('m-fps').textContent = String(fps);
