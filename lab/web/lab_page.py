@@ -2,13 +2,13 @@
 
 import time
 
-from flask import Blueprint, current_app, jsonify, render_template, request
+from flask import Blueprint, current_app, jsonify, render_template
 
 from lab.control.modes import MODES
-from lab.errors import LabError
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
 from lab.web import messages
 from lab.web.common import json_body, require_token
+from lab.web.control_api import control_blueprint, push_dict
 from lab.web.server import on_stop
 from lab.web.stream import FrameHub, ws_loop
 
@@ -46,6 +46,14 @@ def init_app(app, sock, robot, session, fps=60.0, width=640, height=480, preset=
     app.extensions["lab"] = {"robot": robot, "session": session, "hub": hub, "source": source}
     on_stop(app, hub.close)
     app.register_blueprint(bp)
+    app.register_blueprint(
+        control_blueprint(
+            "lab",
+            lambda: app.extensions["lab"]["session"],
+            status_dict,
+            session.latest,
+        )
+    )
 
     @sock.route("/ws")
     def ws(ws):
@@ -70,7 +78,7 @@ def status_dict() -> dict:
         "sim_time": round(s.sim_time, 6),
         "rtf": round(s.measured_rtf(), 3),
         "rtf_target": s.rtf,
-        "push": {k: getattr(s.push, k) for k in ("force_n", "duration_s", "period_s", "first_s")},
+        "push": push_dict(s.push),
         "identity": robot.identity_dict(),
         "model": {
             "file": robot.path.name,
@@ -100,74 +108,6 @@ def status_dict() -> dict:
 @bp.route("/")
 def index():
     return render_template("lab.html", status=status_dict(), page="lab")
-
-
-@bp.get("/api/status")
-def api_status():
-    return jsonify(status_dict())
-
-
-@bp.get("/api/metrics")
-def api_metrics():
-    return jsonify(_ctx()["session"].latest())
-
-
-@bp.get("/api/history")
-def api_history():
-    try:
-        since = float(request.args.get("since", "-1"))
-    except ValueError as exc:
-        raise LabError(f"since must be a number, got {request.args.get('since')!r}", "sim time in seconds") from exc
-    return jsonify({"samples": _ctx()["session"].history_since(since)})
-
-
-def _token_unless_stop(is_stop: bool):
-    """Zero-input and pause are never blocked by auth; everything else needs the token when one is set."""
-    if is_stop:
-        return None
-    return require_token(lambda: None)()
-
-
-@bp.post("/api/mode")
-def api_mode():
-    body = json_body()
-    name = body.get("mode")
-    denied = _token_unless_stop(name == "zero")
-    if denied:
-        return denied
-    if "mode" not in body:
-        raise LabError("missing field 'mode'", f'send {{"mode": ...}} with one of: {", ".join(MODES)}')
-    push = {k: body[k] for k in body if k != "mode"}
-    _ctx()["session"].set_mode(name, push or None)
-    return jsonify(status_dict())
-
-
-@bp.post("/api/push")
-@require_token
-def api_push():
-    body = json_body()
-    p = _ctx()["session"].set_push(body)
-    return jsonify({"push": {k: getattr(p, k) for k in ("force_n", "duration_s", "period_s", "first_s")}})
-
-
-@bp.post("/api/reset")
-@require_token
-def api_reset():
-    _ctx()["session"].reset()
-    return jsonify(status_dict())
-
-
-@bp.post("/api/pause")
-def api_pause():
-    body = json_body()
-    paused = body.get("paused")
-    if not isinstance(paused, bool):
-        raise LabError(f"'paused' must be true or false, got {paused!r}", 'send {"paused": true} or {"paused": false}')
-    denied = _token_unless_stop(paused)
-    if denied:
-        return denied
-    _ctx()["session"].pause(paused)
-    return jsonify(status_dict())
 
 
 @bp.post("/api/rtf")

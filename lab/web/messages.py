@@ -67,19 +67,19 @@ def frame_header(view: str, seq: int, t_wall: float, sim_time: float, width: int
 
 
 def metrics(sample: dict) -> str:
-    return dumps({"type": METRICS, **_finite(sample)})
+    return dumps({"type": METRICS, **finite(sample)})
 
 
 def status(state: dict) -> str:
-    return dumps({"type": STATUS, **_finite(state)})
+    return dumps({"type": STATUS, **finite(state)})
 
 
-def _finite(d):
+def finite(d):
     """NaN/inf -> None so the JSON stays valid."""
     if isinstance(d, dict):
-        return {k: _finite(v) for k, v in d.items()}
+        return {k: finite(v) for k, v in d.items()}
     if isinstance(d, (list, tuple)):
-        return [_finite(v) for v in d]
+        return [finite(v) for v in d]
     if isinstance(d, float) and not math.isfinite(d):
         return None
     return d

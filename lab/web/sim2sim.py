@@ -26,6 +26,7 @@ from lab.errors import LabError
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
 from lab.web import make_flask, messages
 from lab.web.common import json_body, require_token
+from lab.web.control_api import control_blueprint, push_dict
 from lab.web.server import on_stop
 from lab.web.stream import FrameHub, ws_loop
 
@@ -33,7 +34,6 @@ bp = Blueprint("sim2sim", __name__)
 VIEWS = ("mujoco", "pybullet", "overlay")
 DEFAULT_VIEWS = ("mujoco", "pybullet")
 LABELS = {"mujoco": "MuJoCo", "pybullet": "PyBullet"}
-PUSH_FIELDS = ("force_n", "duration_s", "period_s", "first_s")
 RENDER_NICE = 5  # niceness added to the render threads
 
 
@@ -117,6 +117,9 @@ def init_app(app, sock, lockstep, fps=30.0, width=640, height=480, preset=None):
         on_stop(app, hub.close)
     on_stop(app, lockstep.close)
     app.register_blueprint(bp)
+    app.register_blueprint(
+        control_blueprint("sim2sim", lambda: app.extensions["sim2sim"]["lockstep"], status_dict, metrics_sample)
+    )
 
     @sock.route("/ws")
     def ws(ws):
@@ -191,7 +194,7 @@ def status_dict() -> dict:
         "sim_time": round(ls.sim_time, 6),
         "rtf": round(ls.measured_rtf(), 3),
         "rtf_target": ls.rtf,
-        "push": {k: getattr(ls.push, k) for k in PUSH_FIELDS},
+        "push": push_dict(ls.push),
         "engines": engines,
         "mass_warning": ls.masses["mass_warning"],
         "error": ls.error,
@@ -231,74 +234,6 @@ def status_dict() -> dict:
 @bp.route("/")
 def index():
     return render_template("sim2sim.html", status=status_dict(), page="sim2sim")
-
-
-@bp.get("/api/status")
-def api_status():
-    return jsonify(status_dict())
-
-
-@bp.get("/api/metrics")
-def api_metrics():
-    return jsonify(messages._finite(metrics_sample()))
-
-
-@bp.get("/api/history")
-def api_history():
-    try:
-        since = float(request.args.get("since", "-1"))
-    except ValueError as exc:
-        raise LabError(f"since must be a number, got {request.args.get('since')!r}", "sim time in seconds") from exc
-    return jsonify({"samples": messages._finite(_ctx()["lockstep"].history_since(since))})
-
-
-def _token_unless_stop(is_stop: bool):
-    """Zero torque and pause are never blocked by auth; everything else needs the token when one is set."""
-    if is_stop:
-        return None
-    return require_token(lambda: None)()
-
-
-@bp.post("/api/mode")
-def api_mode():
-    body = json_body()
-    name = body.get("mode")
-    denied = _token_unless_stop(name == "zero")
-    if denied:
-        return denied
-    if "mode" not in body:
-        raise LabError("missing field 'mode'", f'send {{"mode": ...}} with one of: {", ".join(MODES)}')
-    push = {k: body[k] for k in body if k != "mode"}
-    _ctx()["lockstep"].set_mode(name, push or None)
-    return jsonify(status_dict())
-
-
-@bp.post("/api/push")
-@require_token
-def api_push():
-    body = json_body()
-    p = _ctx()["lockstep"].set_push(body)
-    return jsonify({"push": {k: getattr(p, k) for k in PUSH_FIELDS}})
-
-
-@bp.post("/api/reset")
-@require_token
-def api_reset():
-    _ctx()["lockstep"].reset()
-    return jsonify(status_dict())
-
-
-@bp.post("/api/pause")
-def api_pause():
-    body = json_body()
-    paused = body.get("paused")
-    if not isinstance(paused, bool):
-        raise LabError(f"'paused' must be true or false, got {paused!r}", 'send {"paused": true} or {"paused": false}')
-    denied = _token_unless_stop(paused)
-    if denied:
-        return denied
-    _ctx()["lockstep"].pause(paused)
-    return jsonify(status_dict())
 
 
 @bp.post("/api/render")
