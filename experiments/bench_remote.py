@@ -24,9 +24,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from lab.remote.cli import spawn_state_server  # noqa: E402
 from lab.remote.client import wait_ready  # noqa: E402
 from lab.remote.monitor import CONNECTED, DISCONNECTED, STALE, RemoteMonitor  # noqa: E402
-from lab.remote.server import spawn_state_server  # noqa: E402
 from lab.robots.model import load_robot  # noqa: E402
 
 

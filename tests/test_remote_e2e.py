@@ -10,8 +10,8 @@ import subprocess
 import pytest
 import requests
 
+from lab.remote.cli import spawn_state_server
 from lab.remote.client import wait_ready
-from lab.remote.server import spawn_state_server
 from lab.robots.model import BUILTIN_URDF
 from tests.conftest import SCREENSHOTS, free_port, wait_until
 

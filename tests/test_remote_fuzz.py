@@ -9,8 +9,8 @@ import subprocess
 import pytest
 import requests
 
+from lab.remote.cli import spawn_state_server
 from lab.remote.client import wait_ready
-from lab.remote.server import spawn_state_server
 from tests.conftest import free_port
 
 ELBOW = "motor_left_elbow"

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from lab.remote.cli import spawn_state_server
 from lab.remote.client import wait_ready
 from lab.remote.monitor import CONNECTED, DISCONNECTED, MISMATCH, STALE, MonitorState, RemoteMonitor
-from lab.remote.server import spawn_state_server
 from lab.robots.model import BUILTIN_URDF
 from tests.conftest import free_port
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from lab.remote.cli import spawn_state_server
 from lab.remote.client import StateClient, wait_ready
 from lab.remote.protocol import ControlRequest
-from lab.remote.server import StateSim, create_state_app, spawn_state_server
+from lab.remote.server import StateSim, create_state_app
 from lab.web.server import ServerThread
 from tests.conftest import free_port
 

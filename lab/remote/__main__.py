@@ -14,9 +14,9 @@ import sys
 import time
 
 from lab.errors import LabError
+from lab.remote.cli import add_arguments, run
 from lab.remote.client import DEFAULT_URL, StateClient
 from lab.remote.protocol import check_state, fmt_num, order
-from lab.remote.server import add_arguments, run
 
 PROBE_STATES = 5
 
