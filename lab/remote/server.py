@@ -230,6 +230,8 @@ class StateSim:
                 "expires_at": round(t0 + req.duration_s, 6),
             }
             self.engine.override = (req.index, req.value)
+            self.data.ctrl[req.index] = req.value
+            self._publish()  # a state read right after the 202 already shows the command in force
             return dict(self.active)
 
     def cancel(self) -> dict | None:
@@ -237,6 +239,7 @@ class StateSim:
             was = self.active
             if was is not None:
                 self._end_command("stopped")
+                self._publish()  # a state read right after the stop already shows it gone
             return was
 
     def health(self) -> dict:
