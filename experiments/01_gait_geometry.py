@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 from matplotlib.patches import Circle, Rectangle  # noqa: E402
 
 from lab.robots.model import load_robot  # noqa: E402
-from lab.walking.geometry import measure_geometry  # noqa: E402
+from lab.walking.geometry import SCALAR_FIELDS, measure_geometry  # noqa: E402
 
 # The built-in Q1's definition (lab/robots/q1/make_urdf.py and DESIGN.md) [m]
 Q1_SPEC = {
@@ -56,21 +56,7 @@ def main(argv=None) -> dict:
     robot = load_robot(args.model)
     geo = measure_geometry(robot)
     rows = []
-    for key in (
-        "foot_length",
-        "foot_width",
-        "heel_offset",
-        "toe_offset",
-        "sole_depth",
-        "balance_x",
-        "ankle_spacing",
-        "pelvis_height",
-        "pelvis_height_straight",
-        "leg_length",
-        "thigh",
-        "shank",
-        "com_height",
-    ):
+    for key in SCALAR_FIELDS:
         v = float(getattr(geo, key))
         spec = Q1_SPEC.get(key) if robot.builtin else None
         rows.append(

@@ -67,6 +67,21 @@ class Robot:
     def short_id(self) -> str:
         return self.identity[:12]
 
+    def model_dict(self) -> dict:
+        """What status endpoints say about the model: file, kind, dimensions, timestep, mass, standing height."""
+        m = self.model
+        return {
+            "file": self.path.name,
+            "kind": self.kind,
+            "builtin": self.builtin,
+            "nq": int(m.nq),
+            "nv": int(m.nv),
+            "nu": int(m.nu),
+            "timestep": float(m.opt.timestep),
+            "total_mass": round(self.total_mass, 4),
+            "standing_height": round(self.standing_height, 4),
+        }
+
     def identity_dict(self) -> dict:
         return {
             "sha256": self.identity,

@@ -19,6 +19,23 @@ from lab.robots.model import Robot
 SIDES = ("left", "right")
 
 
+SCALAR_FIELDS = (  # the scalar lengths of a GaitGeometry [m], in the order reports list them
+    "foot_length",
+    "foot_width",
+    "heel_offset",
+    "toe_offset",
+    "sole_depth",
+    "balance_x",
+    "ankle_spacing",
+    "pelvis_height",
+    "pelvis_height_straight",
+    "leg_length",
+    "thigh",
+    "shank",
+    "com_height",
+)
+
+
 @dataclass(frozen=True)
 class Leg:
     """One leg's six hinge joints, hip to ankle, as actuator indices into ``Robot.joint_names``.
@@ -64,21 +81,7 @@ class GaitGeometry:
 
     def to_dict(self) -> dict:
         out = {}
-        for k in (
-            "foot_length",
-            "foot_width",
-            "heel_offset",
-            "toe_offset",
-            "sole_depth",
-            "balance_x",
-            "ankle_spacing",
-            "pelvis_height",
-            "pelvis_height_straight",
-            "leg_length",
-            "thigh",
-            "shank",
-            "com_height",
-        ):
+        for k in SCALAR_FIELDS:
             out[f"{k}_m"] = round(float(getattr(self, k)), 6)
         out["com_offset_m"] = [round(float(v), 6) for v in self.com_offset]
         out["ankle_xyz_m"] = [[round(float(v), 6) for v in p] for p in self.ankle_xyz]

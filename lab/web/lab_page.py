@@ -80,17 +80,7 @@ def status_dict() -> dict:
         "rtf_target": s.rtf,
         "push": push_dict(s.push),
         "identity": robot.identity_dict(),
-        "model": {
-            "file": robot.path.name,
-            "kind": robot.kind,
-            "builtin": robot.builtin,
-            "nq": robot.model.nq,
-            "nv": robot.model.nv,
-            "nu": robot.model.nu,
-            "timestep": robot.model.opt.timestep,
-            "total_mass": round(robot.total_mass, 4),
-            "standing_height": round(robot.standing_height, 4),
-        },
+        "model": robot.model_dict(),
         "render": {
             "width": src.width,
             "height": src.height,

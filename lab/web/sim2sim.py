@@ -205,17 +205,7 @@ def status_dict() -> dict:
             "tick_s": ls.dt,
         },
         "identity": robot.identity_dict(),
-        "model": {
-            "file": robot.path.name,
-            "kind": robot.kind,
-            "builtin": robot.builtin,
-            "nq": robot.model.nq,
-            "nv": robot.model.nv,
-            "nu": robot.model.nu,
-            "timestep": robot.model.opt.timestep,
-            "total_mass": round(robot.total_mass, 4),
-            "standing_height": round(robot.standing_height, 4),
-        },
+        "model": robot.model_dict(),
         "render": {
             "width": c["width"],
             "height": c["height"],
