@@ -130,6 +130,15 @@ def test_mode_switches_both_engines_and_unknown_mode_lists_modes(s2s):
     assert post(s2s, "/api/mode", {"mode": "stand"})[0] == 200
 
 
+def test_sim2sim_offers_the_four_modes_and_refuses_the_labs_walk(s2s):
+    import lab.control.walk_mode  # noqa: F401  (registers `walk` in this process, as the Lab does)
+
+    assert get(s2s, "/api/status")[1]["modes"] == ["stand", "squat", "push", "zero"]
+    code, err = post(s2s, "/api/mode", {"mode": "walk"})
+    assert code == 400
+    assert err == {"error": "mode 'walk' is not available in Sim2Sim", "hint": "available: stand, squat, push, zero"}
+
+
 def test_push_parameters_apply_to_both_engines(s2s):
     code, r = post(s2s, "/api/push", {"force_n": 40, "period_s": 2.0})
     assert code == 200 and r["push"]["force_n"] == 40 and r["push"]["period_s"] == 2.0

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.control.modes import PushParams, SquatParams, get_mode
+from lab.control.modes import MODES, PushParams, SquatParams, get_mode
 from lab.control.pd import PDGains
 from lab.errors import LabError
 from lab.robots.model import Robot, load_robot
@@ -26,6 +26,8 @@ from lab.sim.engine import Engine, quat_pitch_deg
 from lab.sim.mujoco_engine import MujocoEngine
 from lab.sim.pybullet_engine import PybulletEngine, check_urdf_for_pybullet
 from lab.sim.runner import Rollout
+
+LOCKSTEP_MODES = ("stand", "squat", "push", "zero")  # the modes both engines run (walk is the Lab's)
 
 ENGINES = {"mujoco": MujocoEngine, "pybullet": PybulletEngine}
 MAX_CATCHUP_S = 0.1  # if physics falls further behind the wall clock, the clock slips [s]
@@ -229,6 +231,11 @@ class Lockstep:
 
     # ---- control -------------------------------------------------------------------------------
     def set_mode(self, name: str, push: dict | None = None) -> None:
+        if not isinstance(name, str) or name not in LOCKSTEP_MODES:
+            hint = f"available: {', '.join(LOCKSTEP_MODES)}"
+            if isinstance(name, str) and name in MODES:
+                raise LabError(f"mode '{name}' is not available in Sim2Sim", hint)
+            raise LabError(f"unknown mode '{name}'", hint)
         with self._lock:
             new_push = _push_params(self.push, push) if push else self.push
             mode = get_mode(name, self.robot, push=new_push, squat=self.squat)  # raises before anything changes

@@ -24,8 +24,10 @@ def _token_unless_stop(is_stop: bool):
     return None if is_stop else require_token(lambda: None)()
 
 
-def control_blueprint(name: str, runner, status, metrics) -> Blueprint:
-    """``GET /api/status|metrics|history``, ``POST /api/mode|push|reset|pause`` for the runner ``runner()``."""
+def control_blueprint(name: str, runner, status, metrics, modes=None) -> Blueprint:
+    """``GET /api/status|metrics|history``, ``POST /api/mode|push|reset|pause`` for the runner ``runner()``.
+
+    ``modes``: the mode names this service offers (default: every registered mode)."""
     bp = Blueprint(f"{name}_control", __name__)
 
     @bp.get("/api/status")
@@ -51,7 +53,7 @@ def control_blueprint(name: str, runner, status, metrics) -> Blueprint:
         if denied:
             return denied
         if "mode" not in body:
-            raise LabError("missing field 'mode'", f'send {{"mode": ...}} with one of: {", ".join(MODES)}')
+            raise LabError("missing field 'mode'", f'send {{"mode": ...}} with one of: {", ".join(modes or MODES)}')
         push = {k: v for k, v in body.items() if k != "mode"}
         runner().set_mode(body["mode"], push or None)
         return jsonify(status())

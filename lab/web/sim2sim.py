@@ -21,9 +21,9 @@ import time
 
 from flask import Blueprint, current_app, jsonify, render_template, request
 
-from lab.control.modes import MODES
 from lab.errors import LabError
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
+from lab.sim.lockstep import LOCKSTEP_MODES
 from lab.web import make_flask, messages
 from lab.web.common import json_body, require_token
 from lab.web.control_api import control_blueprint, push_dict
@@ -118,7 +118,9 @@ def init_app(app, sock, lockstep, fps=30.0, width=640, height=480, preset=None):
     on_stop(app, lockstep.close)
     app.register_blueprint(bp)
     app.register_blueprint(
-        control_blueprint("sim2sim", lambda: app.extensions["sim2sim"]["lockstep"], status_dict, metrics_sample)
+        control_blueprint(
+            "sim2sim", lambda: app.extensions["sim2sim"]["lockstep"], status_dict, metrics_sample, LOCKSTEP_MODES
+        )
     )
 
     @sock.route("/ws")
@@ -137,7 +139,7 @@ def init_app(app, sock, lockstep, fps=30.0, width=640, height=480, preset=None):
             height,
             fps,
             ls.robot.identity_dict(),
-            modes=list(MODES),
+            modes=list(LOCKSTEP_MODES),
             engines=ls.engine_info(),
             labels=view_labels(ls),
         )
@@ -189,7 +191,7 @@ def status_dict() -> dict:
     return {
         "service": "sim2sim",
         "mode": ls.mode_name,
-        "modes": list(MODES),
+        "modes": list(LOCKSTEP_MODES),
         "paused": ls.paused,
         "sim_time": round(ls.sim_time, 6),
         "rtf": round(ls.measured_rtf(), 3),
