@@ -5,25 +5,14 @@ screenshots saved under results/screenshots/; the Lab's remote API proxies the l
 
 import os
 import signal
-import subprocess
 
 import pytest
 import requests
 
-from lab.remote.cli import spawn_state_server
+from lab.remote.cli import spawn_state_server, stop_child
 from lab.remote.client import wait_ready
 from lab.robots.model import BUILTIN_URDF
 from tests.conftest import SCREENSHOTS, free_port, wait_until
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +40,7 @@ def remote(tmp_path_factory):
             yield env
     finally:
         for p in env["procs"]:
-            stop(p)
+            stop_child(p)
 
 
 def status(env) -> dict:

@@ -3,12 +3,11 @@ with SIGKILL, restarted, and replaced by a server of another model."""
 
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 
-from lab.remote.cli import spawn_state_server
+from lab.remote.cli import spawn_state_server, stop_child
 from lab.remote.client import wait_ready
 from lab.remote.monitor import CONNECTED, DISCONNECTED, MISMATCH, STALE, MonitorState, RemoteMonitor
 from lab.robots.model import BUILTIN_URDF
@@ -98,16 +97,6 @@ def test_another_model_is_a_mismatch_and_never_shown_as_live(mon, robot):
 # --- real processes ----------------------------------------------------------------------------
 
 
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def wait_for(monitor, want, timeout):
     """Poll the monitor until its state is in ``want``; (seconds it took, status)."""
     t0 = time.monotonic()
@@ -154,7 +143,7 @@ def test_monitor_follows_a_real_server_through_sigkill_and_restart(robot, tmp_pa
     finally:
         monitor.stop()
         for p in procs:
-            stop(p)
+            stop_child(p)
 
 
 def test_monitor_reports_mismatch_for_a_server_running_another_model(robot, tmp_path):
@@ -172,4 +161,4 @@ def test_monitor_reports_mismatch_for_a_server_running_another_model(robot, tmp_
         assert monitor.latest() is None and not st["live"]
     finally:
         monitor.stop()
-        stop(proc)
+        stop_child(proc)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from lab.remote.cli import spawn_state_server
+from lab.remote.cli import spawn_state_server, stop_child
 from lab.remote.client import StateClient, wait_ready
 from lab.remote.protocol import ControlRequest
 from lab.remote.server import StateSim, create_state_app
@@ -19,16 +19,6 @@ from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 ELBOW = "motor_left_elbow"
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +32,7 @@ def server(tmp_path_factory):
         wait_ready(url, timeout=30, proc=proc)
         yield url, proc, log
     finally:
-        stop(proc)
+        stop_child(proc)
 
 
 @pytest.fixture()

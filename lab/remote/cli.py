@@ -114,3 +114,14 @@ def spawn_state_server(
     finally:
         if log_path:
             out.close()
+
+
+def stop_child(proc: subprocess.Popen, timeout: float = 5.0) -> None:
+    """Stop a child started by :func:`spawn_state_server`: SIGTERM, then SIGKILL after ``timeout`` [s]."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
