@@ -91,8 +91,8 @@ def run_sim2sim(args) -> None:
 
 
 def run_state_server(args) -> None:
-    from lab.remote.server import create_state_app
     from lab.web.server import check_bind, serve
+    from lab.web.state_server import create_state_app
 
     check_bind(args.host, args.token)
     app = create_state_app(
@@ -112,8 +112,6 @@ def run_all(args) -> int:
     extra = []
     if args.model:
         extra += ["--model", args.model]
-    if args.token:
-        extra += ["--token", args.token]
     host = ["--host", args.host]
     cmds = []
     ports = {"lab": args.lab_port, "state-server": args.state_port, "sim2sim": args.sim2sim_port}
@@ -130,8 +128,11 @@ def run_all(args) -> int:
     )
     cmds.append(("sim2sim", [sys.executable, __file__, "sim2sim", *host, "--port", str(ports["sim2sim"]), *extra]))
     procs = []
+    env = {k: v for k, v in os.environ.items() if k != "LAB_TOKEN"}
+    if args.token:
+        env["LAB_TOKEN"] = args.token  # by environment: a command line shows in `ps`
     for name, cmd in cmds:
-        procs.append((name, subprocess.Popen(cmd)))
+        procs.append((name, subprocess.Popen(cmd, env=env)))
         if name == "state-server":
             time.sleep(0.3)
     shown = "localhost" if args.host in ("127.0.0.1", "0.0.0.0") else args.host

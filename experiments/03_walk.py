@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from lab.robots.model import load_robot  # noqa: E402
-from lab.walking.walk import run_walk  # noqa: E402
+from lab.walking.run import run_walk  # noqa: E402
 
 
 def main(argv=None) -> dict:

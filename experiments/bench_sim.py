@@ -23,10 +23,10 @@ import mujoco  # noqa: E402
 
 from lab.control.modes import get_mode  # noqa: E402
 from lab.control.pd import PDGains  # noqa: E402
+from lab.control.rollout import Rollout  # noqa: E402
 from lab.robots.model import load_robot  # noqa: E402
+from lab.runtime.session import SimSession  # noqa: E402
 from lab.sim.mujoco_engine import MujocoEngine  # noqa: E402
-from lab.sim.runner import Rollout  # noqa: E402
-from lab.sim.session import SimSession  # noqa: E402
 
 
 def record_ctrl(robot, mode, steps):

@@ -40,10 +40,10 @@ import pybullet as pb  # noqa: E402
 
 from lab.control.modes import get_mode  # noqa: E402
 from lab.control.pd import PDGains  # noqa: E402
-from lab.sim.lockstep import Lockstep, load_sim2sim_robot  # noqa: E402
+from lab.control.rollout import Rollout  # noqa: E402
+from lab.runtime.lockstep import Lockstep, load_sim2sim_robot  # noqa: E402
 from lab.sim.mujoco_engine import MujocoEngine  # noqa: E402
 from lab.sim.pybullet_engine import PybulletEngine  # noqa: E402
-from lab.sim.runner import Rollout  # noqa: E402
 
 
 # ---- part 1: stepping throughput ---------------------------------------------------------------

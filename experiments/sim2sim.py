@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lab.control.modes import MODES  # noqa: E402
-from lab.sim.lockstep import Lockstep, load_sim2sim_robot  # noqa: E402
+from lab.runtime.lockstep import Lockstep, load_sim2sim_robot  # noqa: E402
 
 SAMPLE_HZ = 100.0
 ENGINE_KEYS = ("pelvis_z", "forward_x", "pitch_deg", "roll_deg", "max_joint_err", "support")

@@ -5,9 +5,9 @@ import pytest
 
 from lab.control.modes import MODES, PushParams, get_mode
 from lab.control.pd import PDGains, pd_torque
+from lab.control.rollout import Rollout, simulate
 from lab.errors import LabError
 from lab.sim.mujoco_engine import MujocoEngine
-from lab.sim.runner import Rollout, simulate
 
 
 def run(robot, mode, seconds, **kw):

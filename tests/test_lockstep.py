@@ -8,7 +8,7 @@ import pytest
 
 from lab.errors import LabError
 from lab.robots.model import load_robot
-from lab.sim.lockstep import Lockstep, load_sim2sim_robot, mass_report
+from lab.runtime.lockstep import Lockstep, load_sim2sim_robot, mass_report
 from tests.test_pybullet_engine import write_mesh_humanoid
 
 

@@ -9,12 +9,12 @@ import pytest
 
 from lab.control.modes import MODES, get_mode
 from lab.control.pd import PDGains
+from lab.control.rollout import Rollout, simulate
 from lab.errors import LabError
 from lab.robots.model import load_robot
-from lab.sim.lockstep import Lockstep
+from lab.runtime.lockstep import Lockstep
 from lab.sim.mujoco_engine import MujocoEngine
 from lab.sim.pybullet_engine import PybulletEngine
-from lab.sim.runner import Rollout, simulate
 from tests.model_files import write_stl_box
 
 ENGINES = {"mujoco": MujocoEngine, "pybullet": PybulletEngine}

@@ -72,8 +72,8 @@ def test_model_that_does_not_compile_is_a_clear_error(tmp_path):
 def test_urdf_with_meshes_relative_to_the_file_loads_and_stands(tmp_path):
     from lab.control.modes import get_mode
     from lab.control.pd import PDGains
+    from lab.control.rollout import Rollout, simulate
     from lab.sim.mujoco_engine import MujocoEngine
-    from lab.sim.runner import Rollout, simulate
 
     path = write_mesh_urdf(tmp_path / "robot")
     r = load_robot(path)

@@ -13,8 +13,9 @@ import requests
 from lab.remote.cli import spawn_state_server, stop_child
 from lab.remote.client import StateClient, wait_ready
 from lab.remote.protocol import ControlRequest
-from lab.remote.server import StateSim, create_state_app
+from lab.remote.state_sim import StateSim
 from lab.web.server import ServerThread
+from lab.web.state_server import create_state_app
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

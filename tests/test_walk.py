@@ -118,7 +118,7 @@ def test_walk_script_with_two_short_steps_writes_finite_consistent_outputs(tmp_p
 
 
 def test_run_walk_gives_the_same_summary_twice(robot):
-    from lab.walking.walk import run_walk
+    from lab.walking.run import run_walk
 
     a = run_walk(step_len=0.02, step_height=0.02, steps=1, seed=3, robot=robot)
     b = run_walk(step_len=0.02, step_height=0.02, steps=1, seed=3, robot=robot)
@@ -127,15 +127,15 @@ def test_run_walk_gives_the_same_summary_twice(robot):
 
 
 def test_walk_mode_is_registered_and_puts_planned_com_and_zmp_in_extras(robot):
-    import lab.control.walk_mode  # noqa: F401  (registers "walk")
     from lab.control.modes import MODES, get_mode
     from lab.control.pd import PDGains
+    from lab.control.rollout import Rollout, simulate
+    from lab.runtime.modes import LAB_MODES
     from lab.sim.mujoco_engine import MujocoEngine
-    from lab.sim.runner import Rollout, simulate
 
-    assert "walk" in MODES
+    assert "walk" in LAB_MODES and "walk" not in MODES  # the Lab's registry is built explicitly
     engine = MujocoEngine(robot)
-    rollout = Rollout(engine, PDGains.for_robot(robot), get_mode("walk", robot))
+    rollout = Rollout(engine, PDGains.for_robot(robot), get_mode("walk", robot, modes=LAB_MODES))
     samples, extras = simulate(rollout, 1.2, sample_dt=0.1), rollout.command.extras
     for key in ("com_plan_x", "com_plan_y", "zmp_plan_x", "zmp_plan_y", "com_x", "com_y", "phase", "fallen"):
         assert isinstance(extras[key], float) and math.isfinite(extras[key]), key

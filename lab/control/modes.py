@@ -1,7 +1,8 @@
 """The Lab's modes: what the controller is asked to do at each instant.
 
 A mode maps simulation time to a :class:`Command` (joint targets, control on/off, a push).
-Registry: :data:`MODES` and :func:`get_mode`; a new mode is one class plus one entry.
+Registry: :data:`MODES` (the four modes every service offers) and :func:`get_mode`; a new mode is one
+class plus one entry. Services build their own registries explicitly (:mod:`lab.runtime.modes`).
 """
 
 from dataclasses import dataclass, field
@@ -185,13 +186,12 @@ class Squat(Mode):
 MODES = {m.name: m for m in (Stand, Squat, Push, Zero)}
 
 
-def register(mode_cls) -> None:
-    MODES[mode_cls.name] = mode_cls
+def get_mode(name, robot: Robot, modes: dict | None = None, **kw) -> Mode:
+    """The mode ``name`` of the registry ``modes`` (default :data:`MODES`) for ``robot``.
 
-
-def get_mode(name, robot: Robot, **kw) -> Mode:
-    """The mode ``name`` for ``robot``; an unknown name raises and lists what exists."""
-    if not isinstance(name, str) or name not in MODES:
+    An unknown name raises and lists what the registry holds."""
+    modes = MODES if modes is None else modes
+    if not isinstance(name, str) or name not in modes:
         shown = name if isinstance(name, str) else repr(name)
-        raise LabError(f"unknown mode '{shown}'", f"available: {', '.join(MODES)}")
-    return MODES[name](robot, **kw)
+        raise LabError(f"unknown mode '{shown}'", f"available: {', '.join(modes)}")
+    return modes[name](robot, **kw)

@@ -12,9 +12,9 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 
 from lab.errors import LabError
-from lab.remote.cli import add_arguments, run
 from lab.remote.client import DEFAULT_URL, StateClient
 from lab.remote.protocol import check_state, fmt_num, order
 
@@ -143,7 +143,8 @@ def send(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m lab.remote", description="State server, probe and limited control.")
     sub = p.add_subparsers(dest="cmd", required=True)
-    add_arguments(sub.add_parser("serve", help="run the state server (same as `python app.py state-server`)"))
+    sv = sub.add_parser("serve", help="run the state server: the same as `python app.py state-server ARGS`")
+    sv.add_argument("args", nargs=argparse.REMAINDER, help="the flags of `python app.py state-server`")
     pr = sub.add_parser("probe", help="read five states and check identity, lengths, sequence and time")
     pr.add_argument("--url", default=DEFAULT_URL)
     pr.add_argument("--model", default=None, help="local model to compare identity with (default: built-in Q1)")
@@ -162,8 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if args.cmd == "serve":
-        return run(args)
+    if args.cmd == "serve":  # the server is a web service: app.py serves it (this package imports no web layer)
+        app_py = Path(__file__).resolve().parents[2] / "app.py"
+        os.execv(sys.executable, [sys.executable, str(app_py), "state-server", *args.args])
     if args.cmd == "probe":
         return probe(args)
     return send(args)

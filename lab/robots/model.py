@@ -20,6 +20,10 @@ from lab.robots.config import RobotConfig, load_config
 BUILTIN_URDF = Path(__file__).parent / "q1" / "q1.urdf"
 TIMESTEP = 0.001  # [s]
 GRID_GROUP = 4  # geom group of the floor grid lines the `fast` render preset shows
+# The one fall rule, for every service, scan and experiment: the pelvis below this fraction of the
+# standing height (0.35 m of the built-in robot's 0.4226 m), or the torso tilted past FALL_TILT_DEG.
+FALL_HEIGHT_FRACTION = 0.35 / 0.4226
+FALL_TILT_DEG = 45.0  # [deg], on pitch or roll
 # The order the built-in robot's actuators are listed in (legs, waist, arms, head).
 Q1_ORDER = (
     [
@@ -67,6 +71,33 @@ class Robot:
     def short_id(self) -> str:
         return self.identity[:12]
 
+    @property
+    def fall_height(self) -> float:
+        """Pelvis height [m] below which the robot has fallen (:data:`FALL_HEIGHT_FRACTION` of standing)."""
+        return FALL_HEIGHT_FRACTION * self.standing_height
+
+    def has_fallen(self, pelvis_z: float, pitch_deg: float, roll_deg: float = 0.0) -> bool:
+        """The one fall rule: pelvis below :attr:`fall_height` [m] or torso pitch/roll beyond 45 deg."""
+        return bool(pelvis_z < self.fall_height or abs(pitch_deg) > FALL_TILT_DEG or abs(roll_deg) > FALL_TILT_DEG)
+
+    @property
+    def foot_sides(self) -> dict:
+        """The one foot-side rule: body id -> 0 (left) / 1 (right) for each foot body and every body below it.
+
+        A foot's side comes from its name (:func:`side_of`); a foot whose name says neither is left out."""
+        m, out = self.model, {}
+        for b in self.foot_bodies:
+            side = side_of(m.body(b).name)
+            if side is None:
+                continue
+            for c in range(m.nbody):
+                p = c
+                while p > 0 and p != b:
+                    p = int(m.body_parentid[p])
+                if p == b:
+                    out[c] = side
+        return out
+
     def model_dict(self) -> dict:
         """What status endpoints say about the model: file, kind, dimensions, timestep, mass, standing height."""
         m = self.model
@@ -92,6 +123,16 @@ class Robot:
             "nv": int(self.model.nv),
             "nu": int(self.model.nu),
         }
+
+
+def side_of(name: str) -> int | None:
+    """0 for a left body or joint name (``left_*``, ``l_*``, ``*_l_*``, ``*_l``), 1 for a right one, else None."""
+    n = (name or "").lower()
+    if re.search(r"(^|_)(left|l)(_|$)", n) or n.startswith("left"):
+        return 0
+    if re.search(r"(^|_)(right|r)(_|$)", n) or n.startswith("right"):
+        return 1
+    return None
 
 
 def _resolve_mesh(filename: str, base: Path) -> Path:

@@ -28,7 +28,7 @@ def fall_rule(robot) -> tuple[float, float]:
 
 def walk_point(params: dict, out_dir: Path, model: str | None = None) -> dict:
     """One closed-loop walk (``lab.walking.walk.run_walk``); it writes summary.json, walk_trace.csv, walk_curves.png."""
-    from lab.walking.walk import run_walk
+    from lab.walking.run import run_walk
 
     robot = None
     if model:
@@ -101,9 +101,9 @@ def push_point(params: dict, out_dir: Path, model: str | None = None) -> dict:
 
     from lab.control.modes import PushParams, get_mode
     from lab.control.pd import PDGains
+    from lab.control.rollout import Rollout, simulate
     from lab.robots.model import load_robot
     from lab.sim.mujoco_engine import MujocoEngine
-    from lab.sim.runner import Rollout, simulate
 
     out_dir = Path(out_dir)
     robot = load_robot(model)

@@ -66,6 +66,19 @@ class Engine(ABC):
         """An (nu,) array that :meth:`step` applies without copying when passed to it, or None."""
         return None
 
+    def divergence(self) -> str | None:
+        """Why the simulation is no longer trustworthy since :meth:`clear_divergence`, or None.
+
+        The default: a non-finite state. An engine that can tell more (MuJoCo's bad-acceleration
+        warning, after which MuJoCo resets its data by itself) says so."""
+        q = self.mj_qpos()
+        if not np.isfinite(q).all():
+            return f"non-finite state at t={self.time:.3f} s"
+        return None
+
+    def clear_divergence(self) -> None:
+        """Forget earlier divergence (called after a reset)."""
+
     def bias_torque(self) -> np.ndarray | None:
         """Gravity + Coriolis torque (nu,) [N·m] for feed-forward, or None if the engine has none."""
         return None

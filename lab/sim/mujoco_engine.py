@@ -6,6 +6,12 @@ import numpy as np
 from lab.robots.model import Robot
 from lab.sim.engine import Contact, Engine
 
+_BAD = [
+    (int(mujoco.mjtWarning.mjWARN_BADQACC), "bad acceleration (NaN, inf or huge qacc)"),
+    (int(mujoco.mjtWarning.mjWARN_BADQVEL), "bad velocity (NaN, inf or huge qvel)"),
+    (int(mujoco.mjtWarning.mjWARN_BADQPOS), "bad position (NaN, inf or huge qpos)"),
+]
+
 
 class MujocoEngine(Engine):
     name = "mujoco"
@@ -21,7 +27,7 @@ class MujocoEngine(Engine):
         self._torso = robot.torso_body
         self._free_q = int(self.model.jnt_qposadr[self.model.body_jntadr[robot.root_body]])
         self._floor_geoms = {g for g in range(self.model.ngeom) if self.model.geom_bodyid[g] == 0}
-        self._foot_side = self._foot_sides()
+        self._foot_side = robot.foot_sides
         self._geom_body = self.model.geom_bodyid.tolist()
         self._force6 = np.zeros(6)
         # views onto MjData's buffers, made once (each attribute access builds a new array object)
@@ -33,20 +39,18 @@ class MujocoEngine(Engine):
         self._xfrc = d.xfrc_applied
         self.reset()
 
-    def _foot_sides(self) -> dict:
-        """body id -> 0 (left) / 1 (right) for each foot body and its descendants."""
-        m, out = self.model, {}
-        for b in self.robot.foot_bodies:
-            name = m.body(b).name
-            side = 1 if ("right" in name or name.startswith("r_") or "_r_" in name) else 0
-            for c in range(m.nbody):
-                p = c
-                while p > 0:
-                    if p == b:
-                        out[c] = side
-                        break
-                    p = m.body_parentid[p]
-        return out
+    def divergence(self):
+        """MuJoCo's own verdict: a bad qpos/qvel/qacc warning since the last reset (MuJoCo then resets its
+        data by itself, so the state alone would not show it), else a non-finite state."""
+        for w, what in _BAD:
+            n = self.data.warning[w].number
+            if n:
+                return f"{what} (MuJoCo warning, {n} time(s); MuJoCo reset its data)"
+        return super().divergence()
+
+    def clear_divergence(self) -> None:
+        for w, _ in _BAD:
+            self.data.warning[w].number = 0
 
     def reset(self) -> None:
         mujoco.mj_resetData(self.model, self.data)

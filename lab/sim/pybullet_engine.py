@@ -194,16 +194,11 @@ class PybulletEngine(Engine):
         root_free = int(m.body_jntadr[robot.root_body])
         self._free_q = int(m.jnt_qposadr[root_free])
         self._torso = self._link_for_body(robot.torso_body)
-        self._foot_side = {}
-        for b in robot.foot_bodies:
-            bname = m.body(b).name
-            side = 1 if ("right" in bname or bname.startswith("r_") or "_r_" in bname) else 0
-            for c in range(m.nbody):  # the foot and the bodies below it
-                p = c
-                while p > 0 and p != b:
-                    p = m.body_parentid[p]
-                if p == b and m.body(c).name in self._link_index:
-                    self._foot_side[self._link_index[m.body(c).name]] = side
+        self._foot_side = {  # the robot's foot-side rule, on PyBullet link indices
+            self._link_index[m.body(c).name]: side
+            for c, side in robot.foot_sides.items()
+            if m.body(c).name in self._link_index
+        }
 
         # dynamics matched to the MuJoCo side
         pb.changeDynamics(

@@ -7,14 +7,13 @@ measured from the ankle along the foot's x axis. Heights are measured at the nom
 pose (``Robot.init_qpos``), where the lowest collision point is 0.5 mm above the floor.
 """
 
-import re
 from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 
 from lab.errors import LabError
-from lab.robots.model import Robot
+from lab.robots.model import Robot, side_of
 
 SIDES = ("left", "right")
 
@@ -88,15 +87,6 @@ class GaitGeometry:
         return out
 
 
-def _side_of(name: str) -> int | None:
-    n = name.lower()
-    if re.search(r"(^|_)(left|l)(_|$)", n) or n.startswith("left"):
-        return 0
-    if re.search(r"(^|_)(right|r)(_|$)", n) or n.startswith("right"):
-        return 1
-    return None
-
-
 def _subtree(m: mujoco.MjModel, body: int) -> list:
     out = []
     for b in range(m.nbody):
@@ -114,7 +104,7 @@ def find_legs(robot: Robot) -> tuple:
     m = robot.model
     feet = {}
     for b in robot.foot_bodies:
-        side = _side_of(m.body(b).name)
+        side = side_of(m.body(b).name)
         if side is None:
             continue
         depth = len(_chain(m, b))

@@ -41,9 +41,8 @@ def create_lab_app(
     links: dict | None = None,
 ) -> Flask:
     """The Lab on :8765: one live MuJoCo session, its stream and API, the remote monitor and scans."""
-    import lab.control.walk_mode  # noqa: F401  (registers the `walk` mode)
     from lab.robots.model import load_robot
-    from lab.sim.session import SimSession
+    from lab.runtime.session import SimSession
     from lab.web import lab_page, remote_page, scans_page
 
     robot = load_robot(model)

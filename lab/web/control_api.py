@@ -1,6 +1,6 @@
 """The control routes the Lab and Sim2Sim share, in front of one runner.
 
-A runner is a :class:`~lab.sim.session.SimSession` (the Lab) or a :class:`~lab.sim.lockstep.Lockstep`
+A runner is a :class:`~lab.runtime.session.SimSession` (the Lab) or a :class:`~lab.runtime.lockstep.Lockstep`
 (Sim2Sim): both have ``set_mode(name, push)``, ``set_push(params)``, ``reset()``, ``pause(bool)`` and
 ``history_since(t)``. Zero input and pause are never blocked by the token; every other change needs it
 when the service was started with ``--token``.
@@ -8,7 +8,6 @@ when the service was started with ``--token``.
 
 from flask import Blueprint, jsonify, request
 
-from lab.control.modes import MODES
 from lab.errors import LabError
 from lab.web import messages
 from lab.web.common import json_body, require_token
@@ -53,7 +52,7 @@ def control_blueprint(name: str, runner, status, metrics, modes=None) -> Bluepri
         if denied:
             return denied
         if "mode" not in body:
-            raise LabError("missing field 'mode'", f'send {{"mode": ...}} with one of: {", ".join(modes or MODES)}')
+            raise LabError("missing field 'mode'", f'send {{"mode": ...}} with one of: {", ".join(runner().modes)}')
         push = {k: v for k, v in body.items() if k != "mode"}
         runner().set_mode(body["mode"], push or None)
         return jsonify(status())

@@ -4,7 +4,6 @@ import time
 
 from flask import Blueprint, current_app, jsonify, render_template
 
-from lab.control.modes import MODES
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
 from lab.web import messages
 from lab.web.common import json_body, require_token
@@ -16,7 +15,7 @@ bp = Blueprint("lab", __name__)
 
 
 class SessionSource:
-    """Frames of a :class:`~lab.sim.session.SimSession`: copy the state under its lock, render outside it."""
+    """Frames of a :class:`~lab.runtime.session.SimSession`: copy the state under its lock, render outside it."""
 
     def __init__(self, session, width, height, preset):
         self.session, self.width, self.height, self.preset = session, width, height, preset
@@ -58,13 +57,19 @@ def init_app(app, sock, robot, session, fps=60.0, width=640, height=480, preset=
     @sock.route("/ws")
     def ws(ws):
         c = app.extensions["lab"]
-        hello = messages.hello("lab", ["lab"], width, height, fps, robot.identity_dict(), modes=list(MODES))
+        hello = messages.hello("lab", ["lab"], width, height, fps, robot.identity_dict(), modes=list(session.modes))
         ws_loop(ws, {"lab": c["hub"]}, c["session"].latest, hello, metrics_hz=25, status_fn=status_small)
 
     def status_small():
         c = app.extensions["lab"]
         s = c["session"]
-        return {"mode": s.mode_name, "paused": s.paused, "preset": c["source"].preset, "resets": s.resets}
+        return {
+            "mode": s.mode_name,
+            "paused": s.paused,
+            "preset": c["source"].preset,
+            "resets": s.resets,
+            "sim": s.sim_info(),
+        }
 
 
 def status_dict() -> dict:
@@ -73,7 +78,9 @@ def status_dict() -> dict:
     return {
         "service": "lab",
         "mode": s.mode_name,
-        "modes": list(MODES),
+        "modes": list(s.modes),
+        "sim": s.sim_info(),
+        "fall_time": s.fell_at(),
         "paused": s.paused,
         "sim_time": round(s.sim_time, 6),
         "rtf": round(s.measured_rtf(), 3),

@@ -1,6 +1,6 @@
 """Sim2Sim on :8767: the same humanoid in MuJoCo and PyBullet, side by side, in lockstep.
 
-One :class:`~lab.sim.lockstep.Lockstep` steps both engines; one :class:`~lab.web.stream.FrameHub`
+One :class:`~lab.runtime.lockstep.Lockstep` steps both engines; one :class:`~lab.web.stream.FrameHub`
 per view renders it (``mujoco``, ``pybullet``, and ``overlay``: MuJoCo solid with PyBullet drawn
 translucent over it). A hub renders only while a client watches it, so the overlay costs nothing
 until the page turns it on.
@@ -23,7 +23,7 @@ from flask import Blueprint, current_app, jsonify, render_template, request
 
 from lab.errors import LabError
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
-from lab.sim.lockstep import LOCKSTEP_MODES
+from lab.runtime.lockstep import LOCKSTEP_MODES
 from lab.web import make_flask, messages
 from lab.web.common import json_body, require_token
 from lab.web.control_api import control_blueprint, push_dict
@@ -80,7 +80,7 @@ def create_sim2sim_app(
 
     Raises :class:`LabError` naming the engine when only one engine can load the model.
     """
-    from lab.sim.lockstep import Lockstep, load_sim2sim_robot
+    from lab.runtime.lockstep import Lockstep, load_sim2sim_robot
 
     robot = load_sim2sim_robot(model)
     lockstep = Lockstep(robot, mode=mode)
@@ -177,7 +177,7 @@ def metrics_sample() -> dict:
 def status_small() -> dict:
     c = _ctx()
     ls = c["lockstep"]
-    return {"mode": ls.mode_name, "paused": ls.paused, "preset": c["preset"], "resets": ls.resets}
+    return {"mode": ls.mode_name, "paused": ls.paused, "preset": c["preset"], "resets": ls.resets, "sim": ls.sim_info()}
 
 
 def status_dict() -> dict:
@@ -200,6 +200,7 @@ def status_dict() -> dict:
         "engines": engines,
         "mass_warning": ls.masses["mass_warning"],
         "error": ls.error,
+        "sim": ls.sim_info(),
         "control": {
             "law": "tau = clip(kp (q* - q) - kd qd)",
             "gravity_ff": False,

@@ -1,17 +1,18 @@
 """The ``walk`` mode: the closed-loop walk of :mod:`lab.walking.walk`, played live.
 
-The mode needs the real state (measured feet and CoM), so the :class:`~lab.sim.runner.Rollout`
+The mode needs the real state (measured feet and CoM), so the :class:`~lab.control.rollout.Rollout`
 that runs it calls :meth:`Walk.bind` with its engine. Joint targets are recomputed at the IK
 rate (100 Hz) and held in between; once the fall rule fires (pelvis below its floor or torso
-pitch beyond 45 deg) the targets are frozen until the rollout resets; each :class:`Command` carries, in ``extras``, the planned
-and actual CoM and the planned ZMP (floats, [m]) for the Lab's curves. Importing this module
-registers the mode.
+tilt beyond 45 deg: :meth:`Robot.has_fallen`) the targets are frozen until the rollout resets; each
+:class:`Command` carries, in ``extras``, the planned and actual CoM and the planned ZMP (floats, [m])
+for the Lab's curves. The registries that offer it are built in :mod:`lab.runtime.modes`.
 """
 
 import numpy as np
 
-from lab.control.modes import Command, Mode, register
-from lab.walking.walk import WalkController, WalkParams, stability_limits
+from lab.control.modes import Command, Mode
+from lab.sim.engine import quat_pitch_deg, quat_roll_deg
+from lab.walking.walk import WalkController, WalkParams
 
 
 class Walk(Mode):
@@ -29,7 +30,6 @@ class Walk(Mode):
         self._engine_t = 0.0  # engine time at the last call [s]; going back means a reset
         self._cmd = Command(self.q_nominal.copy())
         self.fallen = False  # the fall rule fired: targets are frozen until the rollout resets
-        self._z_lim, self._pitch_lim = stability_limits(robot)
 
     def bind(self, engine) -> None:
         """Give the mode the engine whose robot it walks (the Rollout does this)."""
@@ -66,10 +66,7 @@ class Walk(Mode):
         return self._cmd
 
     def _upright(self) -> bool:
-        from lab.sim.engine import quat_pitch_deg
-
         pos, _ = self.engine.base_pose()
-        return pos[2] >= self._z_lim and abs(quat_pitch_deg(self.engine.torso_quat())) <= self._pitch_lim
+        q = self.engine.torso_quat()
+        return not self.robot.has_fallen(float(pos[2]), quat_pitch_deg(q), quat_roll_deg(q))
 
-
-register(Walk)
