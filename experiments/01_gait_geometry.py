@@ -29,7 +29,7 @@ from matplotlib.patches import Circle, Rectangle  # noqa: E402
 from lab.robots.model import load_robot  # noqa: E402
 from lab.walking.geometry import SCALAR_FIELDS, measure_geometry  # noqa: E402
 
-# The built-in Q1's definition (lab/robots/q1/make_urdf.py and DESIGN.md) [m]
+# The built-in Q1's definition (lab/robots/q1/make_urdf.py and docs/CONTRACT.md) [m]
 Q1_SPEC = {
     "foot_length": 0.145,
     "foot_width": 0.046,

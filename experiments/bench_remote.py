@@ -4,7 +4,7 @@ state server process, over HTTP polling and over the WebSocket stream, and how o
 State age = the monitor's clock when a fresh state arrived - the server's clock when it took the
 snapshot (same machine, same clock). Also measured: how long the monitor takes to report STALE or
 DISCONNECTED after the server is killed (SIGKILL), and CONNECTED after a new server answers.
-Targets (DESIGN.md): >= 50 states/s over the stream; STALE within 1.5 s; CONNECTED within 1.5 s.
+Targets (docs/CONTRACT.md): >= 50 states/s over the stream; STALE within 1.5 s; CONNECTED within 1.5 s.
 
     python experiments/bench_remote.py [--seconds 5] [--restarts 3] [--out results/bench_remote]
 """

@@ -3,7 +3,7 @@
 Both loops run in this one process, alternating every 250 steps (A, B, A, B, ...) so that a busy
 machine slows both alike; the figure is the median over rounds of the ratio of their step rates. The raw loop replays
 the torques the Lab loop computed, so both integrate the same motion with the same contacts.
-Target (DESIGN.md): Lab loop >= 0.7 x raw mj_step.
+Target (docs/CONTRACT.md): Lab loop >= 0.85 x raw mj_step (0.75 landed in the first round).
 
     python experiments/bench_sim.py [--steps 5000] [--rounds 7] [--mode stand] [--out results/bench_sim]
 """

@@ -11,7 +11,7 @@ Part 2, live (twice: at the 30 frames/s cap, then at ``--fps-low`` to show what 
 ``app.py sim2sim`` in its own process, one (or ``--clients``) real WebSocket client
 taking both views at 640 x 480 and acknowledging each frame as the page does; over ``--seconds``
 it measures frames/s received per view, frame age, and the real-time factor of each engine
-(simulation time advanced per wall second, from ``/api/status``). Targets (DESIGN.md): each
+(simulation time advanced per wall second, from ``/api/status``). Targets (docs/CONTRACT.md): each
 engine >= 1.0 x real time while both views stream >= 30 frames/s each.
 
     python experiments/bench_sim2sim.py [--seconds 10] [--rounds 5] [--steps 2000] [--out results/bench_sim2sim]

@@ -5,7 +5,7 @@ import time
 import pytest
 import requests
 
-from lab.control.modes import MODES
+from lab.runtime.modes import LAB_MODES as MODES
 from tests.conftest import wait_until
 
 

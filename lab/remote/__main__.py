@@ -162,10 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.cmd == "serve":  # the server is a web service: app.py serves it (this package imports no web layer)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:  # the server is a web service: app.py serves it (this package imports no web layer)
         app_py = Path(__file__).resolve().parents[2] / "app.py"
-        os.execv(sys.executable, [sys.executable, str(app_py), "state-server", *args.args])
+        os.execv(sys.executable, [sys.executable, str(app_py), "state-server", *argv[1:]])
+    args = build_parser().parse_args(argv)
     if args.cmd == "probe":
         return probe(args)
     return send(args)

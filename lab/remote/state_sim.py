@@ -140,6 +140,7 @@ class StateSim(RealtimeRunner):
 
     def _publish(self) -> None:
         """After a chunk: snapshots come every PUBLISH_DT from the tick; here only a new start or a fault."""
+        super()._publish()
         snap = self._snapshot
         if snap is None or self._fault is not None or self.data.time < snap.state["simulation_time"]:
             self._publish_snapshot()
@@ -168,7 +169,8 @@ class StateSim(RealtimeRunner):
 
     # --- what the handlers call ---------------------------------------------------------------
 
-    def snapshot(self) -> Snapshot:
+    def state_snapshot(self) -> Snapshot:
+        """The latest published state (the wire dict and its JSON)."""
         with self._lock:
             return self._snapshot
 

@@ -130,7 +130,7 @@ class Lockstep(RealtimeRunner):
         mode: str = "stand",
         engines=("mujoco", "pybullet"),
         rtf: float = 1.0,
-        sample_hz: float = 50.0,
+        sample_hz: float = 100.0,
         history_s: float = 30.0,
         push: PushParams | None = None,
         squat: SquatParams | None = None,
@@ -177,14 +177,16 @@ class Lockstep(RealtimeRunner):
             d = m.to_dict()
             d["fall_time"] = self.fell_at(n)
             per[n] = d
-        a, b = (self.engines[n] for n in self.names[:2])
         cmd = self.rollouts[self.names[0]].command
+        div = None  # one engine alone (a headless comparison run) has nothing to diverge from
+        if len(self.names) > 1:
+            div = divergence(self.engines[self.names[0]], self.engines[self.names[1]]).to_dict()
         return {
             "sim_time": round(self.sim_time, 6),
             "mode": self.mode_name,
             "push": cmd.push is not None,
             "engines": per,
-            "divergence": divergence(a, b).to_dict(),
+            "divergence": div,
         }
 
     def latest(self) -> dict:

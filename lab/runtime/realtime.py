@@ -229,9 +229,7 @@ class RealtimeRunner:
     def close(self) -> None:
         self.stop()
         for e in self.engines.values():
-            close = getattr(e, "close", None)
-            if close is not None:
-                close()
+            e.close()
 
     @property
     def running(self) -> bool:
@@ -273,7 +271,7 @@ class RealtimeRunner:
         for name, e in self.engines.items():
             reason = e.divergence()
             if reason is not None:
-                self._fail(DIVERGED, f"{e.name} diverged: {reason}", t0)
+                self._fail(DIVERGED, f"{e.name}: {reason}", t0)
                 return
 
     def _fail(self, state: str, error: str, at: float) -> None:

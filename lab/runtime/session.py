@@ -41,9 +41,10 @@ class SimSession(RealtimeRunner):
             max_chunk=50,
         )
         self.rollout = self.rollouts[engine.name]
+        self._tick = self.rollout.step  # one engine: a tick is its rollout's step (no loop over engines)
 
     def _make_sample(self, metrics: dict):
-        return metrics[self.engine.name], self.rollout.command.extras
+        return metrics[self.engine.name], self.rollouts[self.engine.name].command.extras
 
     def latest(self) -> dict:
         m = _as_dict(self._latest)

@@ -79,6 +79,9 @@ class Engine(ABC):
     def clear_divergence(self) -> None:
         """Forget earlier divergence (called after a reset)."""
 
+    def close(self) -> None:
+        """Release what the engine holds (a physics server, files); the default holds nothing."""
+
     def bias_torque(self) -> np.ndarray | None:
         """Gravity + Coriolis torque (nu,) [N·m] for feed-forward, or None if the engine has none."""
         return None

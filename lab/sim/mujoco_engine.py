@@ -6,10 +6,12 @@ import numpy as np
 from lab.robots.model import Robot
 from lab.sim.engine import Contact, Engine
 
-_BAD = [
-    (int(mujoco.mjtWarning.mjWARN_BADQACC), "bad acceleration (NaN, inf or huge qacc)"),
-    (int(mujoco.mjtWarning.mjWARN_BADQVEL), "bad velocity (NaN, inf or huge qvel)"),
-    (int(mujoco.mjtWarning.mjWARN_BADQPOS), "bad position (NaN, inf or huge qpos)"),
+_RESET = "MuJoCo reset its data by itself"
+_BAD = [  # (warning, what it means, what MuJoCo did about it)
+    (int(mujoco.mjtWarning.mjWARN_BADQACC), "bad acceleration (NaN, inf or huge qacc)", _RESET),
+    (int(mujoco.mjtWarning.mjWARN_BADQVEL), "bad velocity (NaN, inf or huge qvel)", _RESET),
+    (int(mujoco.mjtWarning.mjWARN_BADQPOS), "bad position (NaN, inf or huge qpos)", _RESET),
+    (int(mujoco.mjtWarning.mjWARN_BADCTRL), "bad control (NaN or inf actuator input)", "MuJoCo zeroed the controls"),
 ]
 
 
@@ -40,16 +42,17 @@ class MujocoEngine(Engine):
         self.reset()
 
     def divergence(self):
-        """MuJoCo's own verdict: a bad qpos/qvel/qacc warning since the last reset (MuJoCo then resets its
-        data by itself, so the state alone would not show it), else a non-finite state."""
-        for w, what in _BAD:
+        """MuJoCo's own verdict: a bad qpos/qvel/qacc/ctrl warning since the last reset (MuJoCo then resets
+        its data or zeroes the controls by itself, so the state alone would not show it), else a
+        non-finite state."""
+        for w, what, done in _BAD:
             n = self.data.warning[w].number
             if n:
-                return f"{what} (MuJoCo warning, {n} time(s); MuJoCo reset its data)"
+                return f"{what}; {done} ({n} warning{'s' if n > 1 else ''})"
         return super().divergence()
 
     def clear_divergence(self) -> None:
-        for w, _ in _BAD:
+        for w, _, _ in _BAD:
             self.data.warning[w].number = 0
 
     def reset(self) -> None:

@@ -1,4 +1,4 @@
-"""The scans page and its API (DESIGN.md "Scans"): launch, list, watch, cancel, resume, download.
+"""The scans page and its API (docs/CONTRACT.md "Scans"): launch, list, watch, cancel, resume, download.
 
 ``init_app(app, results_dir)`` makes the Lab's one :class:`~lab.scans.manager.ScanManager` (scans
 live under ``<results_dir>/scans``) and stops its running scans as ``interrupted`` when the Lab
