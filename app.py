@@ -1,12 +1,14 @@
 """Humanoid Sim Lab — command line.
 
     python app.py                   # all services: Lab :8765, state server :8766, Sim2Sim :8767
-    python app.py lab [--model PATH] [--remote-url URL] [--no-state-server]
+    python app.py lab [--model PATH] [--remote-url URL] [--results DIR]
     python app.py sim2sim [--model URDF]
     python app.py state-server [--model PATH] [--allow-actuator NAME ...] [--mode stand|zero]
 
-Every sub-command takes --host (default 127.0.0.1), --port and --model; binding anything but
-loopback needs --token (or LAB_TOKEN).
+Every sub-command takes --host (default 127.0.0.1), --port (its own) and --model, and the ports
+of the other services (--lab-port, --state-port, --sim2sim-port: the pages link to them, the
+Lab's monitor watches the state server); binding anything but loopback needs --token (or
+LAB_TOKEN). The command line becomes one :class:`lab.settings.Settings`, handed to every app.
 """
 
 import argparse
@@ -15,19 +17,47 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco
-if os.environ["MUJOCO_GL"] == "egl":
-    os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+import lab  # noqa: F401  (first: lab/__init__.py chooses EGL before anything imports mujoco)
+from lab.settings import DEFAULT_PORTS, PRESETS, Settings
 
-PORTS = {"lab": 8765, "state-server": 8766, "sim2sim": 8767}
+# sub-command -> the service it runs (a key of Settings.ports)
+SERVICE = {"lab": "lab", "state-server": "state", "sim2sim": "sim2sim"}
 
 
-def _common(p: argparse.ArgumentParser, service: str) -> None:
+def _common(p: argparse.ArgumentParser, own: str | None) -> None:
+    """--host, --model, --token and the three ports; ``own``: the service whose port --port also sets."""
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=PORTS[service], help=f"port (default {PORTS[service]})")
     p.add_argument("--model", default=None, help="URDF or MJCF file (default: the built-in Q1 humanoid)")
     p.add_argument("--token", default=os.environ.get("LAB_TOKEN"), help="bearer token required to change state")
+    for svc, flag in (("lab", "--lab-port"), ("state", "--state-port"), ("sim2sim", "--sim2sim-port")):
+        flags = ["--port", flag] if svc == own else [flag]
+        what = "this service's port" if svc == own else PORT_HELP[svc]
+        p.add_argument(
+            *flags,
+            dest=f"{svc}_port",
+            type=int,
+            metavar="PORT",
+            default=DEFAULT_PORTS[svc],
+            help=f"{what} (default %(default)s)",
+        )
+
+
+PORT_HELP = {
+    "lab": "the Lab's port (the pages link to it)",
+    "state": "the state server's port (the Lab's monitor watches it)",
+    "sim2sim": "Sim2Sim's port (the pages link to it)",
+}
+
+
+def _lab_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fps", type=float, default=60.0, help="Lab stream frame rate cap [frames/s] (default 60)")
+    p.add_argument("--preset", choices=PRESETS, default=None, help="render preset (default: by renderer)")
+    p.add_argument("--mode", default="stand", help="the Lab's first mode (default stand)")
+    p.add_argument(
+        "--results", default=None, help="folder for scans: DIR/scans/<id>/ (default results/, or LAB_RESULTS)"
+    )
 
 
 def parse(argv):
@@ -35,19 +65,17 @@ def parse(argv):
         prog="app.py", description="Humanoid Sim Lab: headless humanoid simulation in the browser"
     )
     sub = ap.add_subparsers(dest="cmd")
-    lab = sub.add_parser("lab", help="the Lab on :8765")
-    _common(lab, "lab")
-    lab.add_argument("--remote-url", default=None, help="state server the remote monitor connects to")
-    lab.add_argument("--no-state-server", action="store_true", help="(with no sub-command) do not start a state server")
-    lab.add_argument("--fps", type=float, default=60.0, help="stream frame rate cap (default 60)")
-    lab.add_argument("--preset", choices=["fast", "nice"], default=None, help="render preset (default: by renderer)")
-    lab.add_argument("--mode", default="stand", help="initial mode")
-    lab.add_argument("--results", default=None, help="folder for scans (default results/, or LAB_RESULTS)")
+    lab_p = sub.add_parser("lab", help="the Lab on :8765")
+    _common(lab_p, "lab")
+    _lab_options(lab_p)
+    lab_p.add_argument(
+        "--remote-url", default=None, help="state server the remote monitor watches (default: --state-port)"
+    )
     s2s = sub.add_parser("sim2sim", help="Sim2Sim on :8767")
     _common(s2s, "sim2sim")
-    s2s.add_argument("--fps", type=float, default=30.0, help="frame rate cap per view (default 30)")
+    s2s.add_argument("--fps", dest="sim2sim_fps", type=float, default=30.0, help="frame rate cap per view (default 30)")
     st = sub.add_parser("state-server", help="the headless state server on :8766")
-    _common(st, "state-server")
+    _common(st, "state")
     st.add_argument(
         "--allow-actuator",
         action="append",
@@ -55,92 +83,110 @@ def parse(argv):
         metavar="NAME",
         help="actuator a client may command (repeatable; default motor_left_elbow)",
     )
-    st.add_argument("--mode", default="stand", help="Lab mode the server runs (default stand; zero: the seed's case)")
+    st.add_argument(
+        "--mode",
+        dest="state_mode",
+        default="stand",
+        help="Lab mode the server runs (default stand; zero: the seed's case)",
+    )
     allp = sub.add_parser("all", help="all three services (the default)")
-    allp.add_argument("--host", default="127.0.0.1")
-    allp.add_argument("--model", default=None)
-    allp.add_argument("--token", default=os.environ.get("LAB_TOKEN"))
-    allp.add_argument("--no-state-server", action="store_true")
-    allp.add_argument("--lab-port", type=int, default=PORTS["lab"])
-    allp.add_argument("--state-port", type=int, default=PORTS["state-server"])
-    allp.add_argument("--sim2sim-port", type=int, default=PORTS["sim2sim"])
+    _common(allp, None)
+    _lab_options(allp)
+    allp.add_argument("--no-state-server", action="store_true", help="do not start a state server")
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["all", *argv]  # no sub-command: all services
     return ap.parse_args(argv)
+
+
+def settings_from_args(args) -> Settings:
+    """The one :class:`Settings` of this command line (flags a sub-command lacks keep their defaults)."""
+    a = vars(args)
+    fields = {k: a[k] for k in ("host", "model", "token", "lab_port", "state_port", "sim2sim_port")}
+    for k in ("fps", "preset", "mode", "remote_url", "sim2sim_fps", "state_mode"):
+        if k in a:
+            fields[k] = a[k]
+    if a.get("results"):
+        fields["results_dir"] = Path(a["results"]).expanduser().resolve()
+    if a.get("allow_actuator"):
+        fields["allow_actuators"] = tuple(a["allow_actuator"])
+    if "no_state_server" in a:
+        fields["state_server"] = not a["no_state_server"]
+    return Settings(**fields)
+
+
+def child_argv(settings: Settings, cmd: str) -> list[str]:
+    """The command line (after ``app.py``) that runs sub-command ``cmd`` with ``settings``; the token
+    is not on it (it goes by environment: a command line shows in ``ps``)."""
+    s = settings
+    argv = [cmd, "--host", s.host]
+    argv += ["--lab-port", str(s.lab_port), "--state-port", str(s.state_port), "--sim2sim-port", str(s.sim2sim_port)]
+    if s.model:
+        argv += ["--model", s.model]
+    if cmd == "lab":
+        argv += ["--fps", f"{s.fps:g}", "--mode", s.mode, "--results", str(s.results_dir)]
+        if s.preset:
+            argv += ["--preset", s.preset]
+        if s.remote_url is not None:
+            argv += ["--remote-url", s.remote_url]
+    elif cmd == "sim2sim":
+        argv += ["--fps", f"{s.sim2sim_fps:g}"]
+    elif cmd == "state-server":
+        argv += ["--mode", s.state_mode]
+        for name in s.allow_actuators:
+            argv += ["--allow-actuator", name]
+    return argv
 
 
 def run_lab(args) -> None:
     from lab.web import create_lab_app
     from lab.web.server import check_bind, serve
 
-    check_bind(args.host, args.token)
-    remote = args.remote_url or f"http://127.0.0.1:{PORTS['state-server']}"
-    app = create_lab_app(
-        model=args.model, token=args.token, fps=args.fps, preset=args.preset, mode=args.mode, remote_url=remote
-    )
-    serve(app, args.host, args.port, "lab")
+    settings = settings_from_args(args)
+    check_bind(settings.host, settings.token)
+    serve(create_lab_app(settings), settings.host, settings.lab_port, "lab")
 
 
 def run_sim2sim(args) -> None:
     from lab.web.server import check_bind, serve
     from lab.web.sim2sim import create_sim2sim_app
 
-    check_bind(args.host, args.token)
-    app = create_sim2sim_app(model=args.model, token=args.token, fps=args.fps)
-    serve(app, args.host, args.port, "sim2sim")
+    settings = settings_from_args(args)
+    check_bind(settings.host, settings.token)
+    serve(create_sim2sim_app(settings), settings.host, settings.sim2sim_port, "sim2sim")
 
 
 def run_state_server(args) -> None:
     from lab.web.server import check_bind, serve
     from lab.web.state_server import create_state_app
 
-    check_bind(args.host, args.token)
-    app = create_state_app(
-        model=args.model,
-        token=args.token,
-        allow_actuators=tuple(args.allow_actuator or ("motor_left_elbow",)),
-        mode=args.mode,
-    )
-    serve(app, args.host, args.port, "state-server")
+    settings = settings_from_args(args)
+    check_bind(settings.host, settings.token)
+    serve(create_state_app(settings), settings.host, settings.state_port, "state-server")
 
 
 def run_all(args) -> int:
     """Each service in its own process (each has its own physics and render threads); Ctrl+C stops all."""
     from lab.web.server import check_bind
 
-    check_bind(args.host, args.token)
-    extra = []
-    if args.model:
-        extra += ["--model", args.model]
-    host = ["--host", args.host]
-    cmds = []
-    ports = {"lab": args.lab_port, "state-server": args.state_port, "sim2sim": args.sim2sim_port}
-    if not args.no_state_server:
-        cmds.append(
-            (
-                "state-server",
-                [sys.executable, __file__, "state-server", *host, "--port", str(ports["state-server"]), *extra],
-            )
-        )
-    remote = f"http://127.0.0.1:{ports['state-server']}"
-    cmds.append(
-        ("lab", [sys.executable, __file__, "lab", *host, "--port", str(ports["lab"]), "--remote-url", remote, *extra])
-    )
-    cmds.append(("sim2sim", [sys.executable, __file__, "sim2sim", *host, "--port", str(ports["sim2sim"]), *extra]))
+    settings = settings_from_args(args)
+    check_bind(settings.host, settings.token)
+    cmds = [n for n in ("state-server", "lab", "sim2sim") if n != "state-server" or settings.state_server]
     procs = []
     env = {k: v for k, v in os.environ.items() if k != "LAB_TOKEN"}
-    if args.token:
-        env["LAB_TOKEN"] = args.token  # by environment: a command line shows in `ps`
-    for name, cmd in cmds:
-        procs.append((name, subprocess.Popen(cmd, env=env)))
+    if settings.token:
+        env["LAB_TOKEN"] = settings.token  # by environment: a command line shows in `ps`
+    for name in cmds:
+        procs.append((name, subprocess.Popen([sys.executable, __file__, *child_argv(settings, name)], env=env)))
         if name == "state-server":
             time.sleep(0.3)
-    shown = "localhost" if args.host in ("127.0.0.1", "0.0.0.0") else args.host
+    ports = settings.ports
+    shown = "localhost" if settings.host in ("127.0.0.1", "0.0.0.0") else settings.host
     print("\nHumanoid Sim Lab is starting:")
     print(f"  Lab           http://{shown}:{ports['lab']}/   (remote monitor /remote, scans /scans)")
-    if not args.no_state_server:
-        print(f"  State server  http://{shown}:{ports['state-server']}/api/v1/state")
+    if settings.state_server:
+        print(f"  State server  http://{shown}:{ports['state']}/api/v1/state")
     print(f"  Sim2Sim       http://{shown}:{ports['sim2sim']}/")
+    print(f"  Scans are written under {settings.results_dir / 'scans'}")
     print("Press Ctrl+C to stop all three.\n", flush=True)
 
     stopping = False

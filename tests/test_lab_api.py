@@ -155,3 +155,14 @@ def test_token_guards_changes_but_not_reads_or_stopping():
         assert post(srv, "/api/mode", {"mode": "zero"})[0] == 200  # stop is never blocked
         assert post(srv, "/api/pause", {"paused": True})[0] == 200
         assert post(srv, "/api/pause", {"paused": False})[0] == 401
+
+
+@pytest.mark.parametrize("url", ["x" * 300, "http://" + "a" * 64 + ":8766", "http://bad_host!:1"])
+def test_a_remote_url_that_is_no_host_is_a_400_and_the_remote_routes_keep_answering(lab_server, url):
+    before = get(lab_server, "/api/remote/status")[1]
+    code, err = post(lab_server, "/api/remote/connect", {"url": url})
+    assert code == 400 and err["error"].startswith("not a host name or address") and err["hint"]
+    for path in ("/api/remote/control", "/api/remote/stop"):
+        code, _ = post(lab_server, path, {"actuator": "motor_left_elbow", "value": 1.0, "duration_s": 0.1})
+        assert code != 500  # never a traceback (502: the state server is not reachable), whatever was sent before
+    assert get(lab_server, "/api/remote/status")[1]["url"] == before["url"]  # nothing already set is lost

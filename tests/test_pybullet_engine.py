@@ -188,7 +188,7 @@ def test_both_engines_fall_in_zero(robot):
     for eng in ("mujoco", "pybullet"):
         assert hist[-1]["engines"][eng]["pelvis_z"] < 0.5 * robot.standing_height, eng
         assert hist[-1]["engines"][eng]["fall_time"] is not None, eng
-        assert 0.2 < hist[-1]["engines"][eng]["fall_time"] < 1.5, eng
+        assert 0.1 < hist[-1]["engines"][eng]["fall_time"] < 1.5, eng
 
 
 def test_both_engines_respond_to_push(robot):

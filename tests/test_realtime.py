@@ -79,7 +79,7 @@ def test_nan_targets_are_reported_as_a_divergence_not_hidden_by_an_engine_reset(
     runner.advance(0.3)
     info = runner.sim_info()
     assert info["state"] == "diverged", info
-    assert info["error"].startswith(("mujoco: ", "pybullet: "))
+    assert info["error"].startswith(("MuJoCo: ", "PyBullet: "))
     runner.set_mode("stand")
     runner.reset()
     assert runner.sim_info()["state"] == "running"

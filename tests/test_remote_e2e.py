@@ -9,6 +9,7 @@ import signal
 import pytest
 import requests
 
+from lab.control.modes import Command, Mode
 from lab.remote.cli import spawn_state_server, stop_child
 from lab.remote.client import wait_ready
 from lab.robots.model import BUILTIN_URDF
@@ -148,4 +149,53 @@ def test_monitor_page_goes_connected_stale_connected_across_a_real_restart(remot
     page.fill("#url", remote["url"])
     page.click("#connect-form button[type=submit]")
     page.wait_for_function("document.getElementById('rstate-word').textContent === 'CONNECTED'", timeout=5000)
+    assert page.errors == []
+
+
+class RaisesSoon(Mode):
+    """A test mode for an in-process state server: holds the pose, raises 0.5 s in."""
+
+    name = "raises"
+
+    def __init__(self, robot, **kw):
+        super().__init__(robot, **kw)
+        self._cmd = Command(self.q_nominal)
+
+    def command(self, t):
+        if t >= 0.5:
+            raise RuntimeError("the test mode raised on purpose")
+        return self._cmd
+
+
+@pytest.fixture()
+def failing_server(robot):
+    """A state server (in this process) whose simulation stops with an error 0.5 s in, and a Lab watching it."""
+    from lab.runtime.modes import LAB_MODES
+    from lab.web import create_lab_app
+    from lab.web.server import ServerThread
+    from lab.web.state_server import create_state_app
+
+    state_app = create_state_app(robot, mode="raises", modes={**LAB_MODES, RaisesSoon.name: RaisesSoon})
+    with ServerThread(state_app) as server, ServerThread(create_lab_app(remote_url=server.url, start=False)) as lab:
+        yield {"url": server.url, "lab": lab.url}
+
+
+@pytest.mark.e2e
+def test_monitor_page_says_in_red_when_the_state_servers_simulation_stopped_with_an_error(failing_server, page):
+    page.goto(failing_server["lab"] + "/remote")
+    page.wait_for_function("!document.getElementById('server-sim').hidden", timeout=15000)
+    sim = requests.get(failing_server["url"] + "/api/v1/health", timeout=5).json()["sim"]
+    assert sim["state"] == "error" and sim["error"] == "RuntimeError: the test mode raised on purpose"
+    text = page.inner_text("#server-sim")
+    assert text.startswith("State server simulation error at t=0.5 s: RuntimeError: the test mode raised on purpose")
+    assert text.endswith("— restart the state server")
+    rgb = page.evaluate("getComputedStyle(document.getElementById('server-sim')).backgroundColor")
+    r, g, b = (float(x) for x in rgb[rgb.index("(") + 1 :].rstrip(")").split(",")[:3])
+    assert r > 170 and g < 90 and b < 110, rgb
+    assert page.inner_text("#r-sim").startswith("error at t=0.5 s: RuntimeError")
+    assert page.get_attribute("#r-sim", "class") == "bad"
+    page.wait_for_function("document.getElementById('rstate-word').textContent === 'STALE'", timeout=10000)
+    page.wait_for_timeout(500)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "remote_6_server_error.png"))
     assert page.errors == []

@@ -1,10 +1,14 @@
-"""The Sim2Sim page in Debian's Chromium, driven by Playwright, against a real Sim2Sim server."""
+"""The Sim2Sim page in Debian's Chromium, driven by Playwright, against a real Sim2Sim server (whose mode
+registry has one test mode more, which raises once)."""
 
+import re
 import time
 
 import pytest
 import requests
 
+from lab.control.modes import Command, Mode
+from lab.runtime.modes import SIM2SIM_MODES
 from lab.web.server import ServerThread
 from lab.web.sim2sim import create_sim2sim_app
 from tests.conftest import SCREENSHOTS, wait_until
@@ -12,9 +16,26 @@ from tests.conftest import SCREENSHOTS, wait_until
 pytestmark = pytest.mark.e2e
 
 
+class RaisesOnce(Mode):
+    """A test mode: holds the pose, raises once 0.3 s in (so that after Reset both robots stand)."""
+
+    name = "raises"
+    raised = False
+
+    def __init__(self, robot, **kw):
+        super().__init__(robot, **kw)
+        self._cmd = Command(self.q_nominal)
+
+    def command(self, t):
+        if t >= 0.3 and not RaisesOnce.raised:
+            RaisesOnce.raised = True
+            raise RuntimeError("the test mode raised on purpose")
+        return self._cmd
+
+
 @pytest.fixture(scope="module")
 def s2s_server():
-    app = create_sim2sim_app(fps=30)
+    app = create_sim2sim_app(fps=30, modes={**SIM2SIM_MODES, RaisesOnce.name: RaisesOnce})
     with ServerThread(app) as srv:
         yield srv
 
@@ -51,9 +72,14 @@ def test_sim2sim_page_shows_both_engines_live_and_switches_modes(s2s_server, pag
         page.click(f"#modes button[data-mode='{mode}']")
         wait_until(lambda m=mode: status(s2s_server)["mode"] == m, 5)
         wait_until(lambda m=mode: page.get_attribute(f"#modes button[data-mode='{m}']", "class") == "on", 5)
+    resets = status(s2s_server)["sim"]["resets"]
     page.click("#reset")
+    wait_until(lambda: status(s2s_server)["sim"]["resets"] == resets + 1, 10)
+    # the page may still show a sample taken before the reset: wait for the fall to clear, then for time to pass
+    wait_until(lambda: page.inner_text("#r-mujoco-fall_time") == "standing", 10)
+    wait_until(lambda: page.inner_text("#r-pybullet-fall_time") == "standing", 10)
     wait_until(lambda: float(page.inner_text("#m-sim_time")) > 1.0, 20)
-    assert page.inner_text("#r-mujoco-fall_time") == "standing"
+    assert page.inner_text("#r-mujoco-fall_time") == "standing"  # standing 1 s after the reset
     assert page.inner_text("#d-joint_rms") != "–" and page.inner_text("#r-pybullet-pelvis_z") != "–"
 
     page.check("#overlay")  # the overlay view appears and streams
@@ -77,3 +103,41 @@ def test_sim2sim_page_shows_an_error_toast_for_bad_push_values(s2s_server, page)
     page.click("#push-form button[type=submit]")
     toast = page.wait_for_selector(".toast.error", timeout=5000)
     assert "push force_n 999 is outside [0, 200]" in toast.inner_text()
+
+
+def banners(page) -> list:
+    """Each engine view's simulation banner: shown, words, background (r, g, b), inside the viewport."""
+    return page.evaluate(
+        """() => ['mujoco', 'pybullet'].map((v) => {
+        const el = document.getElementById(`sim-${v}`);
+        const r = el.getBoundingClientRect();
+        const rgb = getComputedStyle(el).backgroundColor.match(/[\\d.]+/g).slice(0, 3).map(Number);
+        return {shown: !el.hidden && r.height > 0, text: el.textContent, rgb,
+                in_view: r.top >= 0 && r.bottom <= window.innerHeight && r.height > 0};
+    })"""
+    )
+
+
+def test_sim2sim_page_shows_an_error_in_red_over_both_views_until_reset_both(s2s_server, page):
+    RaisesOnce.raised = False
+    page.goto(s2s_server.url + "/")
+    page.wait_for_selector("#conn[data-state='live']", timeout=15000)
+    assert not any(b["shown"] for b in banners(page))
+    page.click("#modes button[data-mode='raises']")
+    wait_until(lambda: status(s2s_server)["sim"]["state"] == "error", 10)
+    page.wait_for_function("!document.getElementById('sim-pybullet').hidden", timeout=5000)
+    at = status(s2s_server)["sim"]["at"]
+    for b in banners(page):
+        words = re.fullmatch(r"Simulation error at t=(\d+\.\d) s: (.*) — press Reset both", b["text"])
+        assert words and words[2] == "RuntimeError: the test mode raised on purpose", b["text"]
+        assert abs(float(words[1]) - at) <= 0.051
+        r, g, bl = b["rgb"]
+        assert r > 170 and g < 90 and bl < 110 and b["in_view"], b
+    page.wait_for_timeout(300)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "sim2sim_error.png"))
+    page.click("#reset")
+    page.wait_for_function("document.getElementById('sim-mujoco').hidden", timeout=5000)
+    assert status(s2s_server)["sim"]["state"] == "running" and not any(b["shown"] for b in banners(page))
+    page.click("#modes button[data-mode='stand']")
+    assert not page.errors, page.errors

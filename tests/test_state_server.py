@@ -173,7 +173,9 @@ def test_stop_cancels_the_active_command_at_once(client):
 
 def test_unknown_paths_and_methods_answer_json_errors(server):
     r = requests.get(server[0] + "/api/v1/nope", timeout=2)
-    assert r.status_code == 404 and r.json()["error"] == "no endpoint GET /api/v1/nope"
+    # every service words a 404 the same way (lab/web/common.py); the hint lists this server's endpoints
+    assert r.status_code == 404 and r.json()["error"] == "404 Not Found: no endpoint GET /api/v1/nope"
+    assert r.json()["hint"].startswith("endpoints: ")
     r = requests.put(server[0] + "/api/v1/control", timeout=2)
     assert r.status_code == 405 and "PUT" in r.json()["error"]
 
@@ -197,7 +199,7 @@ def test_binding_beyond_loopback_without_a_token_is_refused(tmp_path):
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert proc.returncode == 2
-    assert "binding 0.0.0.0 needs --token TOKEN (or LAB_TOKEN)" in proc.stderr
+    assert "error: refusing to bind 0.0.0.0 without a token" in proc.stderr  # the one check every service uses
 
 
 # --- the same app in this process: token, and the simulation thread's clock ------------------
@@ -223,9 +225,8 @@ def test_command_overrides_one_actuator_and_expires_by_simulation_time_alone(rob
     assert cmd["expires_at"] == pytest.approx(0.05)
     steps_with_override = 0
     for _ in range(100):
-        with sim.lock:
-            active = sim.active is not None
-            sim._step_one()
+        active = sim.active is not None
+        sim.advance(sim.dt)
         if active:
             assert sim.data.ctrl[16] == 2.0
             steps_with_override += 1
@@ -236,7 +237,6 @@ def test_command_overrides_one_actuator_and_expires_by_simulation_time_alone(rob
 
 def test_zero_mode_lets_the_uncontrolled_robot_fall(robot):
     sim = StateSim(robot, mode="zero")
-    for _ in range(1500):
-        sim._step_one()
+    sim.advance(1.5)
     assert sim.data.qpos[2] < 0.3
     assert not sim.data.ctrl.any()

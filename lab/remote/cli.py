@@ -18,10 +18,10 @@ def spawn_state_server(
 ) -> subprocess.Popen:
     """Start a state server as a child process; the caller stops it (``terminate()`` then ``wait()``).
 
-    ``entry``: "app" runs ``python app.py state-server`` (falls back to the module when app.py is
-    absent), "module" runs ``python -m lab.remote serve``; both take the same flags. Its log goes to
-    ``log_path`` (default: discarded). The token goes to the child in its environment (``LAB_TOKEN``),
-never on its command line, where ``ps`` would show it. Wait for it with :func:`lab.remote.client.wait_ready`."""
+        ``entry``: "app" runs ``python app.py state-server`` (falls back to the module when app.py is
+        absent), "module" runs ``python -m lab.remote serve``; both take the same flags. Its log goes to
+        ``log_path`` (default: discarded). The token goes to the child in its environment (``LAB_TOKEN``),
+    never on its command line, where ``ps`` would show it. Wait for it with :func:`lab.remote.client.wait_ready`."""
     root = Path(__file__).resolve().parents[2]
     if entry == "app" and (root / "app.py").exists():
         cmd = [sys.executable, str(root / "app.py"), "state-server"]

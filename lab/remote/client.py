@@ -4,7 +4,9 @@ Errors a person must read come out as :class:`RemoteError` with a short reason
 ("Connection refused", "timed out", "HTTP 404: no endpoint GET /api/v1/nope").
 """
 
+import ipaddress
 import json
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -78,14 +80,36 @@ def normalize_url(url: str) -> str:
         raise RemoteError("empty state-server URL", f"e.g. {DEFAULT_URL}")
     if "://" not in url:
         url = "http://" + url
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. "http://[" (Invalid IPv6 URL)
+        raise RemoteError(f"not an http URL: {url!r} ({exc})", f"e.g. {DEFAULT_URL}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise RemoteError(f"not an http URL: {url!r}", f"e.g. {DEFAULT_URL}")
+    if not _valid_host(parts.hostname):
+        shown = parts.hostname if len(parts.hostname) <= 40 else parts.hostname[:40] + "..."
+        raise RemoteError(
+            f"not a host name or address: {shown!r}",
+            f"labels of letters, digits and '-', at most 63 characters each and 253 in all; e.g. {DEFAULT_URL}",
+        )
     try:
         parts.port  # noqa: B018  (raises ValueError for a port out of range)
     except ValueError:
         raise RemoteError(f"bad port in URL {url!r}", f"e.g. {DEFAULT_URL}") from None
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+
+
+_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+def _valid_host(host: str) -> bool:
+    """A DNS name (RFC 1123 labels) or an IPv4/IPv6 address."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    return len(host) <= 253 and all(_LABEL.match(label) for label in host.rstrip(".").split("."))
 
 
 def stream_url(url: str, hz: float | None = None) -> str:
@@ -113,7 +137,7 @@ class StateClient:
             headers["Authorization"] = f"Bearer {self.token}"
         try:
             r = self.session.request(method, self.url + path, headers=headers, timeout=self.timeout, **kw)
-        except requests.RequestException as exc:
+        except (requests.RequestException, ValueError) as exc:  # urllib3 refuses some URLs with a ValueError
             why = describe_error(exc)
             raise RemoteError(f"cannot reach {self.url}: {why}", "is the state server running?", reason=why) from exc
         try:

@@ -1,27 +1,17 @@
 """Offscreen rendering of a robot state through EGL, with quality presets and a following camera.
 
-Set ``MUJOCO_GL=egl`` before ``import mujoco`` (``app.py`` and :func:`ensure_egl` do). A GL
-context belongs to the thread that made it: create the :class:`Renderer` in the thread that renders.
+EGL is chosen in ``lab/__init__.py``, which runs before this module (and anything else here) imports
+mujoco. A GL context belongs to the thread that made it: create the :class:`Renderer` in the thread
+that renders.
 """
 
 import copy
-import os
 from dataclasses import dataclass
 
+import mujoco
 import numpy as np
 
-
-def ensure_egl() -> None:
-    """Choose EGL for MuJoCo and PyOpenGL unless the user chose otherwise (call before importing mujoco)."""
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    if os.environ["MUJOCO_GL"] == "egl":
-        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
-
-
-ensure_egl()
-import mujoco  # noqa: E402
-
-from lab.robots.model import GRID_GROUP  # noqa: E402
+from lab.robots.model import GRID_GROUP
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ module adds, in code, what URDF cannot say: a free base joint, one torque motor 
 """
 
 import hashlib
+import math
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ import mujoco
 import numpy as np
 
 from lab.errors import LabError
-from lab.robots.config import RobotConfig, load_config
+from lab.robots.config import RobotConfig, file_kind, load_config
 
 BUILTIN_URDF = Path(__file__).parent / "q1" / "q1.urdf"
 TIMESTEP = 0.001  # [s]
@@ -168,18 +169,115 @@ def _urdf_for_mujoco(path: Path) -> tuple[str, list, dict]:
                     f"model {path.name} references mesh '{fn}', not found at {resolved}",
                     "meshes are looked up relative to the URDF file (package:// is stripped)",
                 )
+            _check_regular(path, "mesh", fn, resolved)
             mesh.set("filename", str(resolved))
             assets.append(resolved)
+    for tex in root.iter("texture"):  # not read by MuJoCo, but by PyBullet for the same file
+        fn = tex.get("filename")
+        if fn:
+            _check_regular(path, "texture", fn, _resolve_mesh(fn, path.parent))
     efforts = {}
     for j in root.iter("joint"):
         lim = j.find("limit")
-        if lim is not None and lim.get("effort"):
-            efforts[j.get("name")] = float(lim.get("effort"))
+        if lim is not None and lim.get("effort") is not None:
+            efforts[j.get("name")] = _effort(path, j.get("name"), lim.get("effort"))
     for old in root.findall("mujoco"):
         root.remove(old)
     mj = ET.SubElement(root, "mujoco")
     ET.SubElement(mj, "compiler", strippath="false", discardvisual="false", fusestatic="false", balanceinertia="true")
     return ET.tostring(root, encoding="unicode"), assets, efforts
+
+
+def _effort(path: Path, joint: str, raw: str) -> float:
+    """A URDF ``<limit effort>`` [N·m]: a finite number >= 0 (0, as exporters write for "not given", means the
+    lab's default by joint name), else a :class:`LabError` naming the joint and the value."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise LabError(
+            f"model {path.name}: joint {joint}: effort {raw[:40]!r} is not a finite positive number",
+            "set <limit effort=\"...\"/> to the joint's torque limit in N·m; 0 means the lab's default by joint name",
+        )
+    return value
+
+
+def _check_regular(model: Path, what: str, ref: str, resolved: Path) -> None:
+    """Refuse a referenced file that exists but is not a regular file (a FIFO would block the reader forever,
+    a directory or a device cannot be a mesh), before anything opens it. A missing file is left to the caller."""
+    try:
+        exists = resolved.exists()
+        regular = resolved.is_file()
+    except (OSError, ValueError):
+        return  # a path the OS refuses to look at: the loader reports it as not found
+    if exists and not regular:
+        raise LabError(
+            f"model {model.name} references {what} '{ref[:80]}': expected a regular file, "
+            f"found {file_kind(resolved)} at {resolved}",
+            f"point the {what} at a regular file",
+        )
+
+
+# MJCF attributes that name a file: mesh/hfield/skin/model/include file, a cube or skybox texture's six faces
+_MJCF_FILE_ATTR = re.compile(r"^file(right|left|up|down|front|back)?$")
+_MJCF_DIR_ATTRS = ("meshdir", "texturedir", "assetdir")
+_XML_TAG = re.compile(r"<\s*([\w:.-]+)([^<>]*)>")
+_XML_ATTR = re.compile(r"([\w:.-]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
+
+
+def _xml_elements(f: Path) -> list:
+    """(tag, attributes) of every element of an XML file; by a plain scan if it does not parse as XML here
+    (MuJoCo's own parser then has the last word on it). Empty for a file that cannot be read."""
+    try:
+        return [(el.tag, dict(el.attrib)) for el in ET.parse(f).getroot().iter()]
+    except ET.ParseError:
+        pass
+    except (OSError, ValueError, RecursionError):
+        return []
+    try:
+        text = f.read_text(errors="replace")
+    except OSError:
+        return []
+    return [
+        (
+            m.group(1),
+            {a.group(1): a.group(2) if a.group(2) is not None else a.group(3) for a in _XML_ATTR.finditer(m.group(2))},
+        )
+        for m in _XML_TAG.finditer(text)
+    ]
+
+
+def _check_mjcf_files(path: Path) -> None:
+    """Before MuJoCo reads an MJCF: every file it (or an ``<include>``, recursively) references that exists must
+    be a regular file. MuJoCo reads includes while parsing and meshes while compiling, and blocks forever on a FIFO.
+
+    A file is looked for where MuJoCo may look (the model's folder, the including file's folder, each with the
+    ``meshdir``, ``texturedir`` or ``assetdir`` of any ``<compiler>``); any non-regular candidate is refused."""
+    base = path.parent
+    todo, seen, refs, dirs = [path], set(), [], {""}
+    while todo and len(seen) < 1000:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        for tag, attrib in _xml_elements(f):
+            if tag == "compiler":
+                dirs.update(attrib[a] for a in _MJCF_DIR_ATTRS if attrib.get(a))
+            for attr, value in attrib.items():
+                if not (value and _MJCF_FILE_ATTR.match(attr)):
+                    continue
+                refs.append((tag, value, f.parent))
+                if tag == "include":
+                    for folder in {base, f.parent}:
+                        candidate = folder / value
+                        _check_regular(path, "include", value, candidate)
+                        if candidate.is_file():
+                            todo.append(candidate.resolve())
+    for tag, value, folder in refs:
+        for top in {base, folder}:
+            for d in dirs:
+                _check_regular(path, tag, value, top / d / value)
 
 
 def _mjcf_assets(path: Path, spec: mujoco.MjSpec) -> list:
@@ -282,15 +380,41 @@ def _find_body(model, pattern: str, fallback: int) -> int:
 def load_robot(path: str | Path | None = None) -> Robot:
     """Load ``path`` (URDF or MJCF; None for the built-in Q1) and add the lab's pieces.
 
-    Raises :class:`LabError` with one clear line for a missing file or a model that does not compile.
+    Raises :class:`LabError` with one clear line for anything wrong with the file: missing, not a regular
+    file, not XML, not compiling, no hinge joint, a bad ``effort`` or sidecar config, a mesh that is a FIFO.
+    No other exception type escapes for a bad file.
     """
+    try:
+        return _load_robot(path)
+    except LabError:
+        raise
+    except Exception as exc:  # the last net: whatever a bad file makes a parser or MuJoCo raise
+        name = Path(str(path)).name if path is not None else BUILTIN_URDF.name
+        raise LabError(
+            f"model {name} does not load: {type(exc).__name__}: {_first_line(exc)}",
+            "check the file is a valid URDF or MJCF model",
+        ) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _load_robot(path: str | Path | None) -> Robot:
     builtin = path is None
     path = Path(BUILTIN_URDF if builtin else path).expanduser()
     if not path.exists():
         raise LabError(f"model file not found: {path}", "pass --model PATH to an existing .urdf or .xml file")
-    if not path.is_file():
-        raise LabError(f"model path is not a file: {path}", "pass --model PATH to a .urdf or .xml file")
-    text = path.read_text(errors="replace")
+    if not path.is_file():  # a FIFO would block the read below forever
+        raise LabError(
+            f"model path is not a file: {path} is {file_kind(path)}, expected a regular .urdf or .xml file",
+            "pass --model PATH to a .urdf or .xml file",
+        )
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        raise LabError(f"model file {path} cannot be read: {_first_line(exc)}", "check the file's permissions") from exc
     kind = "urdf" if re.search(r"<robot\b", text) else "mjcf"
     efforts = {}
     try:
@@ -299,12 +423,13 @@ def load_robot(path: str | Path | None = None) -> Robot:
             spec = mujoco.MjSpec.from_string(xml)
             spec.modelfiledir = str(path.parent)
         else:
+            _check_mjcf_files(path)
             spec = mujoco.MjSpec.from_file(str(path))
             assets = _mjcf_assets(path, spec)
     except LabError:
         raise
     except Exception as exc:  # mujoco raises ValueError with the compiler's message
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        msg = _first_line(exc)
         raise LabError(
             f"model {path.name} does not load: {msg}", "check the file is a valid URDF or MJCF model"
         ) from exc
@@ -331,6 +456,8 @@ def load_robot(path: str | Path | None = None) -> Robot:
 
     if len(spec.actuators) == 0:
         hinges = [j for j in spec.joints if j.type == mujoco.mjtJoint.mjJNT_HINGE]
+        if not hinges:
+            _refuse_no_hinge(path, [j.type for j in spec.joints])
         if builtin:
             hinges.sort(key=lambda j: Q1_ORDER.index(j.name) if j.name in Q1_ORDER else 999)
         for j in hinges:
@@ -347,14 +474,36 @@ def load_robot(path: str | Path | None = None) -> Robot:
     try:
         model = spec.compile()
     except Exception as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        msg = _first_line(exc)
         raise LabError(
             f"model {path.name} does not compile: {msg}", "check the model in MuJoCo's simulate viewer"
         ) from exc
     return _finish(path, kind, builtin, model, config, assets)
 
 
+_JOINT_KINDS = {
+    mujoco.mjtJoint.mjJNT_FREE: "free",
+    mujoco.mjtJoint.mjJNT_BALL: "ball",
+    mujoco.mjtJoint.mjJNT_SLIDE: "slide",
+    mujoco.mjtJoint.mjJNT_HINGE: "hinge",
+}
+
+
+def _refuse_no_hinge(path: Path, types) -> None:
+    counts = {}
+    for t in types:
+        name = _JOINT_KINDS.get(int(t), str(int(t)))
+        counts[name] = counts.get(name, 0) + 1
+    found = ", ".join(f"{n} {k}" for k, n in counts.items()) or "none at all"
+    raise LabError(
+        f"model {path.name}: expected at least one hinge joint to drive, found none (joints: {found})",
+        "the lab's PD law drives one torque motor per hinge joint: give the robot revolute or continuous joints",
+    )
+
+
 def _finish(path, kind, builtin, model, config, assets) -> Robot:
+    if model.nu == 0:
+        _refuse_no_hinge(path, model.jnt_type)
     joint_names, actuator_names, qadr, dadr, lims = [], [], [], [], []
     for a in range(model.nu):
         if model.actuator_trntype[a] != mujoco.mjtTrn.mjTRN_JOINT:
@@ -375,6 +524,12 @@ def _finish(path, kind, builtin, model, config, assets) -> Robot:
         raise LabError(
             f"model {path.name}: {model.nu - len(joint_names)} actuator(s) do not drive a hinge joint",
             "the lab's PD law drives one motor per hinge joint",
+        )
+    bad = [(a or f"on joint {j}", v) for a, j, v in zip(actuator_names, joint_names, lims) if not math.isfinite(v)]
+    if bad:
+        raise LabError(
+            f"model {path.name}: actuator {bad[0][0]}: torque limit {float(bad[0][1])} is not a finite number",
+            "give the actuator a finite ctrlrange (MJCF) or its joint a finite effort (URDF)",
         )
     gains = [config.gains_for(n) for n in joint_names]
     robot = Robot(

@@ -207,5 +207,3 @@ class Lockstep(RealtimeRunner):
             n: {"name": e.name, "version": e.version, "dt": e.dt, "total_mass": self.masses["total_mass"][n]}
             for n, e in self.engines.items()
         }
-
-

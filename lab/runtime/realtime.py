@@ -36,6 +36,7 @@ log = logging.getLogger("lab.runtime")
 RUNNING, PAUSED, ERROR, DIVERGED = "running", "paused", "error", "diverged"
 SIM_STATES = (RUNNING, PAUSED, ERROR, DIVERGED)
 RTF_RANGE = (0.05, 4.0)
+ENGINE_LABELS = {"mujoco": "MuJoCo", "pybullet": "PyBullet"}
 
 
 class RealtimeRunner:
@@ -127,9 +128,7 @@ class RealtimeRunner:
         if isinstance(name, str) and name not in self.modes and name in self.all_modes:
             raise LabError(f"mode '{name}' is not available in {self.service}", f"available: {', '.join(self.modes)}")
         push = push or self.push
-        return {
-            n: get_mode(name, self.robot, modes=self.modes, push=push, squat=self.squat) for n in self.engines
-        }
+        return {n: get_mode(name, self.robot, modes=self.modes, push=push, squat=self.squat) for n in self.engines}
 
     def set_mode(self, name: str, push: dict | None = None) -> None:
         """Switch every engine to mode ``name`` now (optionally with new push settings); raises before changing anything."""
@@ -271,7 +270,7 @@ class RealtimeRunner:
         for name, e in self.engines.items():
             reason = e.divergence()
             if reason is not None:
-                self._fail(DIVERGED, f"{e.name}: {reason}", t0)
+                self._fail(DIVERGED, f"{ENGINE_LABELS.get(e.name, e.name)}: {reason}", t0)
                 return
 
     def _fail(self, state: str, error: str, at: float) -> None:

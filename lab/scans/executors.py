@@ -9,12 +9,16 @@ dies on a signal or overruns its timeout comes back as ``error`` with the tail o
   child process at a time.
 * :class:`RayExecutor`: one Ray task per point, each calling :func:`run_point` on a Ray worker;
   ``ray.init(address=...)`` joins a cluster, no address starts a local instance (shut down when
-  the last scan using it ends). Cancel goes through ``ray.cancel``, which interrupts the task;
-  the task then kills its point's process group.
+  the last scan using it ends). Cancel force-cancels every task in flight (``ray.cancel(force=True)``
+  ends its worker) and waits, bounded, until Ray reports each one ended: it does not rely on the
+  KeyboardInterrupt of a plain ``ray.cancel`` reaching the task, which Ray delivers best effort.
 
-Both call ``on_start(index)`` when a point starts and ``on_finish(index, result)`` when it ends;
-``result`` is a dict: status (done | error | cancelled), metrics, wall_s, compute_s, error,
-output_tail, exit_code, started_at, finished_at.
+A point process dies with whoever started it (``PR_SET_PDEATHSIG``) and forks a small guard in its
+own process group that SIGKILLs that group when the point goes, so nothing a point started outlives
+it, even when the Lab (or the Ray worker) is killed with SIGKILL.
+
+Both call ``on_start(index)`` when a point starts and ``on_finish(index, outcome)`` when it ends;
+``outcome`` is a :class:`~lab.scans.points.Outcome` (status done | error | cancelled).
 """
 
 import argparse
@@ -31,10 +35,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.scans.kinds import shown
+from lab.scans.points import Outcome, PointStatus
 
 REPO = Path(__file__).resolve().parents[2]
 TAIL_CHARS = 2000
 POLL_S = 0.05
+GUARD_POLL_S = 0.1  # how often a point's guard checks that the point is still there [s]
+RAY_CANCEL_WAIT_S = 20.0  # longest a cancel waits for Ray to report its force-cancelled tasks [s]
 EXECUTORS = ("local", "ray")
 
 
@@ -71,9 +79,14 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def _open_nofollow(path: Path, flags: int) -> int:
+    """``os.open`` that refuses a symlink (a link planted in a point folder is never followed)."""
+    return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+
 def tail(path: Path, n: int = TAIL_CHARS) -> str:
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(_open_nofollow(path, os.O_RDONLY), "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
             f.seek(max(0, size - n))
@@ -82,8 +95,8 @@ def tail(path: Path, n: int = TAIL_CHARS) -> str:
         return ""
 
 
-def run_point(job: PointJob, cancel: threading.Event | None = None) -> dict:
-    """Run one point in a child process and wait for it; see the module docstring for the result."""
+def run_point(job: PointJob, cancel: threading.Event | None = None) -> Outcome:
+    """Run one point in a child process and wait for it; see the module docstring for the outcome."""
     out = Path(job.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     result_file = out / "result.json"
@@ -106,7 +119,8 @@ def run_point(job: PointJob, cancel: threading.Event | None = None) -> dict:
     started_at = time.time()
     t0 = time.perf_counter()
     reason = None
-    with open(out / "output.log", "wb") as log:
+    (out / "output.log").unlink(missing_ok=True)  # a planted symlink goes; the log is created anew
+    with os.fdopen(_open_nofollow(out / "output.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as log:
         proc = subprocess.Popen(
             cmd,
             stdout=log,
@@ -114,7 +128,7 @@ def run_point(job: PointJob, cancel: threading.Event | None = None) -> dict:
             stdin=subprocess.DEVNULL,
             cwd=str(REPO),
             env=_child_env(),
-            start_new_session=True,
+            start_new_session=True,  # its own process group: a kill takes the point and all it started
         )
         try:
             while proc.poll() is None:
@@ -127,35 +141,24 @@ def run_point(job: PointJob, cancel: threading.Event | None = None) -> dict:
                 time.sleep(POLL_S)
         finally:
             _kill_group(proc)  # also takes stray grandchildren of a point that exited normally
-    wall = time.perf_counter() - t0
-    res = {
-        "status": "error",
-        "metrics": {},
-        "wall_s": round(wall, 4),
-        "compute_s": None,
-        "error": "",
-        "output_tail": "",
-        "exit_code": proc.returncode,
-        "started_at": started_at,
-        "finished_at": time.time(),
-    }
-    if reason == "cancelled":
-        res.update(status="cancelled", error="cancelled while running")
-    elif reason is not None:
-        res.update(error=reason)
-    elif proc.returncode == 0 and result_file.exists():
+    wall = round(time.perf_counter() - t0, 4)
+    common = {"wall_s": wall, "exit_code": proc.returncode, "started_at": started_at, "finished_at": time.time()}
+    if reason is None and proc.returncode == 0 and result_file.exists():
         data = json.loads(result_file.read_text())
-        res.update(status="done", metrics=data["metrics"], compute_s=data["compute_s"])
+        return Outcome(PointStatus.DONE, metrics=data["metrics"], compute_s=data["compute_s"], **common)
+    output_tail = tail(out / "output.log")
+    if reason == "cancelled":
+        return Outcome(PointStatus.CANCELLED, error="cancelled while running", output_tail=output_tail, **common)
+    if reason is not None:
+        error = reason
     elif proc.returncode is not None and proc.returncode < 0:
-        res.update(error=f"killed by signal {signal.Signals(-proc.returncode).name}")
+        error = f"killed by signal {signal.Signals(-proc.returncode).name}"
     else:
-        res.update(error=f"exit status {proc.returncode}" + ("" if proc.returncode else " without a result"))
-    if res["status"] != "done":
-        res["output_tail"] = tail(out / "output.log")
-        last = [ln for ln in res["output_tail"].strip().splitlines() if ln.strip()]
-        if res["status"] == "error" and last:
-            res["error"] += f": {last[-1][:300]}"
-    return res
+        error = f"exit status {proc.returncode}" + ("" if proc.returncode else " without a result")
+    last = [ln for ln in output_tail.strip().splitlines() if ln.strip()]
+    if last:
+        error += f": {last[-1][:300]}"
+    return Outcome(PointStatus.ERROR, error=error, output_tail=output_tail, **common)
 
 
 def check_executor(executor, workers, address) -> tuple[str, int | None, str | None]:
@@ -163,14 +166,14 @@ def check_executor(executor, workers, address) -> tuple[str, int | None, str | N
     if executor is None:
         executor = "local"
     if executor not in EXECUTORS:
-        raise LabError(f"unknown executor {executor!r}", f"available: {', '.join(EXECUTORS)}")
+        raise LabError(f"unknown executor {shown(executor)}", f"available: {', '.join(EXECUTORS)}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 256):
         raise LabError(
-            f"workers must be an integer in [1, 256], got {workers!r}", "leave it out for one worker per core"
+            f"workers must be an integer in [1, 256], got {shown(workers)}", "leave it out for one worker per core"
         )
     if address is not None and (executor != "ray" or not isinstance(address, str) or not address.strip()):
         raise LabError(
-            f"address {address!r} only applies to the ray executor, as a string",
+            f"address {shown(address)} only applies to the ray executor, as a string",
             'e.g. "auto" or "ray://head:10001"; leave it out for a local Ray instance',
         )
     return executor, workers, address
@@ -259,8 +262,8 @@ def _ray_release() -> None:
 
 
 def _ray_task(job: dict) -> dict:
-    """Body of one Ray task: the same :func:`run_point` as the local pool; a cancel interrupts it and kills the point."""
-    return run_point(PointJob(**job))
+    """Body of one Ray task: the same :func:`run_point` as the local pool (its outcome as a dict)."""
+    return run_point(PointJob(**job)).to_dict()
 
 
 class RayExecutor:
@@ -282,62 +285,59 @@ class RayExecutor:
             pending, inflight = list(jobs), {}
             while pending or inflight:
                 if cancel.is_set():
-                    self._cancel(inflight, on_finish)
-                    return
-                while pending and len(inflight) < limit:
+                    break
+                while pending and len(inflight) < limit and not cancel.is_set():
                     job = pending.pop(0)
                     on_start(job.index)
                     inflight[task.remote(asdict(job))] = job
                 ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.2)
                 for ref in ready:
                     job = inflight.pop(ref)
-                    on_finish(job.index, self._get(ref, job))
+                    on_finish(job.index, self._get(ref))
+            if inflight:  # cancelled: every point still in flight ends here, before run() returns
+                self._cancel(inflight, on_finish)
         finally:
             _ray_release()
 
     @staticmethod
-    def _get(ref, job: PointJob) -> dict:
+    def _get(ref) -> Outcome:
         import ray
 
         try:
-            return ray.get(ref)
+            return Outcome.from_dict(ray.get(ref))
         except Exception as e:  # the task itself failed (worker died, cluster lost)
-            now = time.time()
-            return {
-                "status": "error",
-                "metrics": {},
-                "wall_s": None,
-                "compute_s": None,
-                "error": f"ray task failed: {type(e).__name__}",
-                "output_tail": str(e)[-TAIL_CHARS:],
-                "exit_code": None,
-                "started_at": now,
-                "finished_at": now,
-            }
+            return Outcome.stopped(PointStatus.ERROR, f"ray task failed: {type(e).__name__}", str(e)[-TAIL_CHARS:])
 
     @staticmethod
     def _cancel(inflight: dict, on_finish) -> None:
+        """Force-cancel every task in flight, wait (bounded) until Ray reports each ended, record each point.
+
+        ``force=True`` ends the task's worker process: the point process dies with it (PDEATHSIG) and
+        the point's guard kills the rest of its group. A plain ``ray.cancel`` only raises a
+        KeyboardInterrupt in the task when Ray manages to deliver it, which it does best effort."""
         import ray
 
         for ref in inflight:
-            ray.cancel(ref)  # KeyboardInterrupt in the task: run_point kills the point's process group
+            ray.cancel(ref, force=True)
+        ready, _ = ray.wait(list(inflight), num_returns=len(inflight), timeout=RAY_CANCEL_WAIT_S)
+        ready = set(ready)
         for ref, job in inflight.items():
-            try:
-                res = ray.get(ref, timeout=30)
-            except Exception:
-                now = time.time()
-                res = {
-                    "status": "cancelled",
-                    "metrics": {},
-                    "wall_s": None,
-                    "compute_s": None,
-                    "error": "cancelled while running",
-                    "output_tail": tail(Path(job.out_dir) / "output.log"),
-                    "exit_code": None,
-                    "started_at": now,
-                    "finished_at": now,
-                }
-            on_finish(job.index, res)
+            outcome = None
+            if ref in ready:
+                try:
+                    outcome = Outcome.from_dict(ray.get(ref, timeout=0))
+                except Exception:  # TaskCancelledError, WorkerCrashedError: the cancel stopped it
+                    outcome = None
+            # Only a point that finished before the cancel keeps its outcome: an error seen while the
+            # worker went down (its point SIGKILLed by Ray's cleanup of the worker's children) is the cancel.
+            if outcome is None or outcome.status != PointStatus.DONE:
+                outcome = Outcome.stopped(
+                    PointStatus.CANCELLED,
+                    "cancelled while running",
+                    tail(Path(job.out_dir) / "output.log"),
+                    started_at=outcome.started_at if outcome else None,
+                )
+            on_finish(job.index, outcome)
 
 
 def make_executor(name: str, workers: int | None = None, address: str | None = None):
@@ -349,15 +349,33 @@ def make_executor(name: str, workers: int | None = None, address: str | None = N
 
 
 def _die_with_parent(parent: int) -> None:
-    """Ask Linux to SIGKILL this process when its parent goes (a Lab killed hard leaves no orphans)."""
+    """Ask Linux to SIGKILL this process when its parent goes (a Lab killed hard leaves no point behind)."""
     try:
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
-        return
+        pass
     if os.getppid() != parent:  # the parent went before prctl took effect
         os._exit(1)
+
+
+def _start_guard() -> int:
+    """Fork a guard into this point's process group that SIGKILLs the whole group once this process is gone.
+
+    The point itself dies with its parent (PDEATHSIG), but what *it* started (a solver, a renderer)
+    would be orphaned; the guard sees its own parent change and takes the group down, itself
+    included. Forked before the point function is imported, while no thread runs. Returns the guard's pid."""
+    me = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    try:  # the guard: no imports, no threads, just a poll of its parent
+        while os.getppid() == me:
+            time.sleep(GUARD_POLL_S)
+        os.killpg(0, signal.SIGKILL)
+    finally:
+        os._exit(0)
 
 
 def main(argv=None) -> None:
@@ -370,12 +388,14 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     if a.parent:
         _die_with_parent(a.parent)
-    from lab.scans.kinds import write_json
-
+    if os.getpgid(0) == os.getpid():  # the leader of its own group (run_point's start_new_session)
+        os.environ["LAB_POINT_GUARD"] = str(_start_guard())
     module, name = a.fn.split(":")
     fn = getattr(importlib.import_module(module), name)
     t0 = time.perf_counter()
     metrics = fn(json.loads(a.params), Path(a.out), a.model)
+    from lab.scans.kinds import write_json
+
     write_json(Path(a.out) / "result.json", {"metrics": metrics, "compute_s": round(time.perf_counter() - t0, 4)})
 
 

@@ -1,14 +1,14 @@
-"""Scan kinds: a registered experiment with named numeric parameters and a per-point function.
+"""Scan kinds: an experiment with named numeric parameters and a per-point function; grids over them.
 
-A kind is one :class:`ScanKind` plus one :func:`register` call. Its ``point`` function runs in a
-child process (see :mod:`lab.scans.executors`) as ``point(params, out_dir, model) -> dict``: it
-writes its own artifacts (``summary.json``, a trace CSV, a figure) into ``out_dir`` and returns the
-numbers of the point (flat: numbers, booleans, short strings). ``summarize`` turns the finished
-points of a scan into the scan's headline numbers (e.g. the push force threshold per duration).
+A kind is one :class:`ScanKind`. Its ``point`` function runs in a child process (see
+:mod:`lab.scans.executors`) as ``point(params, out_dir, model) -> dict``: it writes its own
+artifacts (``summary.json``, a trace CSV, a figure) into ``out_dir`` and returns the numbers of the
+point (flat: numbers, booleans, short strings). ``summarize`` turns the finished points of a scan
+(as dicts) into the scan's headline numbers (e.g. the push force threshold per duration).
 
-Built-in kinds (in :mod:`lab.scans.builtin`): ``walk_stability`` (step length x step height of the closed-loop walk),
-``push_recovery`` (push force x push duration while standing) and ``probe`` (the machinery's own
-check: burn or sleep for a while, optionally crash; used by the benchmark and the tests).
+This module only defines the types and the grid parser; it imports no kind. The built-in kinds are
+defined in :mod:`lab.scans.builtin`, and :mod:`lab.scans.registry` builds the one name -> kind
+table (``KINDS``) that the manager uses; a manager can be given another table (``kinds=``).
 """
 
 import importlib.util
@@ -123,41 +123,64 @@ class ScanKind:
         }
 
 
-KINDS: dict[str, ScanKind] = {}
-
-
-def register(kind: ScanKind) -> ScanKind:
-    KINDS[kind.name] = kind
-    return kind
-
-
-def get_kind(name) -> ScanKind:
-    """The kind ``name``; an unknown name raises and lists what exists."""
-    if not isinstance(name, str) or name not in KINDS:
-        shown = name if isinstance(name, str) else repr(name)
-        raise LabError(f"unknown scan kind '{shown}'", f"available: {', '.join(KINDS)}")
-    return KINDS[name]
-
-
 # ---------------------------------------------------------------- grids
+
+
+def shown(value, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a 400-digit number reads as its first digits and a count)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 12]}... ({len(text)} chars)"
 
 
 def _number(value, param: Param, hint: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise LabError(f"{param.name}: value {value!r} is not a number", hint)
+        raise LabError(f"{param.name}: expected a number, got {shown(value)}", hint)
+    if isinstance(value, str) and len(value.strip()) > 40:
+        raise LabError(f"{param.name}: expected a number of at most 40 characters, got {shown(value)}", hint)
     try:
         v = float(value)
-    except ValueError:
-        raise LabError(f"{param.name}: value {value!r} is not a number", hint) from None
+    except (ValueError, OverflowError):  # "strong"; an integer too large for a float
+        raise LabError(
+            f"{param.name}: value {shown(value)} is not a number in [{param.lo:g}, {param.hi:g}]", hint
+        ) from None
     if not math.isfinite(v):
-        raise LabError(f"{param.name}: value {value!r} is not a finite number", hint)
+        raise LabError(f"{param.name}: value {shown(value)} is not a finite number", hint)
     if param.integer:
         if v != round(v):
-            raise LabError(f"{param.name}: value {value!r} is not an integer", hint)
+            raise LabError(f"{param.name}: value {shown(value)} is not an integer", hint)
         v = int(round(v))
     if not param.lo <= v <= param.hi:
         raise LabError(f"{param.name}: value {v:g} is outside [{param.lo:g}, {param.hi:g}]", hint)
     return v
+
+
+def _range(param: Param, spec: str, hint: str) -> list:
+    """The values of an inclusive ``start:stop:step`` range; its size is checked before any value is made."""
+    parts = spec.strip().split(":")
+    bad = f"{param.name}: range {shown(spec)} must be start:stop:step with finite numbers, start <= stop and step > 0"
+    if any(len(x.strip()) > 40 for x in parts):
+        raise LabError(bad, hint)
+    try:
+        start, stop, step = (float(x) for x in parts)
+    except (ValueError, OverflowError):
+        raise LabError(bad, hint) from None
+    if not all(math.isfinite(x) for x in (start, stop, step)) or step <= 0 or stop < start:
+        raise LabError(bad, hint)
+    span = (stop - start) / step  # overflows to inf for a step like 5e-324
+    n = math.floor(span + 1e-9) + 1 if math.isfinite(span) else None
+    if n is None or n > MAX_POINTS:
+        raise LabError(
+            f"{param.name}: range {shown(spec)} has {'more than 1e308' if n is None else f'{n:,}'} values, "
+            f"more than {MAX_POINTS:,}",
+            f"{hint}; at most {MAX_POINTS:,} points per scan: use a larger step",
+        )
+    values = [round(start + i * step, 10) for i in range(n)]
+    if len(set(values)) < len(values) and step < 1e-10:
+        raise LabError(
+            f"{param.name}: range {shown(spec)} has a step of {step:g}, below the 1e-10 resolution of scan values",
+            hint,
+        )
+    return values
 
 
 def expand_values(param: Param, spec, hint: str) -> list:
@@ -165,29 +188,23 @@ def expand_values(param: Param, spec, hint: str) -> list:
     if isinstance(spec, (int, float)) and not isinstance(spec, bool):
         spec = [spec]
     if isinstance(spec, str):
-        text = spec.strip()
-        if text.count(":") == 2:
-            parts = text.split(":")
-            try:
-                start, stop, step = (float(x) for x in parts)
-            except ValueError:
-                raise LabError(f"{param.name}: range {spec!r} is not start:stop:step in numbers", hint) from None
-            if not all(math.isfinite(x) for x in (start, stop, step)) or step <= 0 or stop < start:
-                raise LabError(f"{param.name}: range {spec!r} needs start <= stop and a step > 0", hint)
-            n = int(math.floor((stop - start) / step + 1e-9)) + 1
-            if n > MAX_POINTS:
-                raise LabError(f"{param.name}: range {spec!r} has {n:,} values, more than {MAX_POINTS:,}", hint)
-            spec = [round(start + i * step, 10) for i in range(n)]
+        if spec.count(":") == 2:
+            spec = _range(param, spec, hint)
         else:
-            spec = [x for x in (s.strip() for s in text.replace(";", ",").split(",")) if x]
+            spec = [x for x in (s.strip() for s in spec.replace(";", ",").split(",")) if x]
     if not isinstance(spec, list):
-        raise LabError(f"{param.name}: values must be a list of numbers or a start:stop:step range", hint)
+        raise LabError(
+            f"{param.name}: values must be a list of numbers or a start:stop:step range, got {shown(spec)}", hint
+        )
     if not spec:
         raise LabError(f"empty grid: {param.name} has no values", hint)
-    out = []
+    if len(spec) > MAX_POINTS:
+        raise LabError(f"{param.name}: {len(spec):,} values, more than {MAX_POINTS:,}", hint)
+    out, seen = [], set()
     for v in spec:
         x = _number(v, param, hint)
-        if x not in out:
+        if x not in seen:  # duplicates dropped, first order kept
+            seen.add(x)
             out.append(x)
     return out
 
@@ -247,7 +264,3 @@ def _jsonable(x):
     if hasattr(x, "item"):
         return x.item()
     return str(x)
-
-
-# The built-in kinds register themselves on import.
-from lab.scans import builtin  # noqa: E402, F401

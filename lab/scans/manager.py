@@ -1,41 +1,58 @@
-"""The scan manager: validates a scan, runs it in a background thread, reports progress, cancels, resumes.
+"""The scan manager: validates a scan, queues it, runs it in a background thread, reports, cancels, resumes.
 
 One :class:`ScanManager` per Lab (the web layer makes it in ``init_app``); ``experiments/`` use the
 same class. Every scan lives on disk (:mod:`lab.scans.store`), so a new manager on the same
-folder sees the old scans: those that were running when the Lab stopped come back as
+folder sees the old scans: those that were queued or running when the Lab stopped come back as
 ``interrupted`` and :meth:`ScanManager.resume` runs only the points not yet finished.
 
+At most ``max_running`` scans run at a time (default 1: a scan already uses every core, and the
+Lab's live view needs some); the others wait as ``queued`` with their place in the queue and
+start by themselves, oldest first, when a running one ends.
+
 Scan status: queued -> running -> done | cancelled | interrupted | failed (the executor itself
-failed, e.g. Ray could not start). Point status: pending -> running -> done | error | cancelled.
+failed, e.g. Ray could not start). Point status: pending -> running -> done | error | cancelled |
+interrupted (see :mod:`lab.scans.points`).
+
+A cancel returns only once the run has recorded each of its running points (``cancelled``) and
+the scan's final status; :meth:`ScanManager.shutdown` (the Lab stopping) does the same with
+``interrupted``, on disk, and kills each point's process group.
 """
 
 import atexit
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.scans.executors import PointJob, check_executor, make_executor
-from lab.scans.kinds import Grid, get_kind, parse_grid
-from lab.scans.store import FINISHED, ScanStore, point_dir, results_table
+from lab.scans.executors import PointJob, make_executor
+from lab.scans.kinds import Grid
+from lab.scans.points import ACTIVE, FINISHED, Outcome, Point, PointStatus, ScanStatus
+from lab.scans.registry import KINDS, get_kind
+from lab.scans.spec import SPEC_KEYS, parse_resume, parse_spec
+from lab.scans.store import ScanStore, point_dir, results_table
 
-SPEC_KEYS = ("kind", "grid", "executor", "workers", "address", "timeout_s")
+__all__ = ["SPEC_KEYS", "Scan", "ScanManager", "parse_spec"]
+
+# Lock order: ScanManager._lock -> Scan.flush_lock -> Scan.lock (results are flushed outside Scan.lock).
 FLUSH_S = 0.5  # results.* are rewritten at most this often while points finish [s]
-SCALARS = (int, float, bool, str)
+STOP_JOIN_S = 60.0  # longest a cancel or stop waits for a run to record its points (executors bound theirs lower) [s]
 
 
 class Scan:
     """The in-memory state of one scan; ``lock`` guards ``points`` and ``info``."""
 
-    def __init__(self, info: dict, points: list[dict]):
+    def __init__(self, info: dict, points: list[Point], kind):
         self.info = info  # what scan.json holds
-        self.points = points  # one record per grid point, by index
-        self.kind = get_kind(info["kind"])
+        self.points = points  # one Point per grid point, by index
+        self.kind = kind
         self.lock = threading.RLock()
         self.flush_lock = threading.Lock()
         self.cancel = threading.Event()
-        self.stop_reason = "cancelled"
+        self.stop_reason = ScanStatus.CANCELLED
         self.thread: threading.Thread | None = None
+        self.gen = 0  # which run the executor callbacks belong to; a run abandoned by a stop is ignored
+        self.todo: list[int] = []  # the indices of the run waiting in the queue
         self.run_t0 = 0.0  # monotonic start of the current run
         self.run_indices: set = set()
         self.run_finished = 0
@@ -47,91 +64,43 @@ class Scan:
         return self.info["id"]
 
     @property
-    def status(self) -> str:
-        return self.info["status"]
+    def status(self) -> ScanStatus:
+        return ScanStatus(self.info["status"])
+
+    def set_status(self, status: ScanStatus) -> None:
+        self.info["status"] = status.value
 
     def counts(self) -> dict:
-        c = dict.fromkeys(("pending", "running", "done", "error", "cancelled"), 0)
+        c = dict.fromkeys((s.value for s in PointStatus), 0)
         for p in self.points:
-            c[p["status"]] += 1
+            c[p.status.value] += 1
         return c
 
 
-def _new_record(index: int, params: dict) -> dict:
-    return {
-        "index": index,
-        "params": params,
-        "status": "pending",
-        "metrics": {},
-        "attempts": 0,
-        "wall_s": None,
-        "compute_s": None,
-        "error": "",
-        "output_tail": "",
-        "exit_code": None,
-        "started_at": None,
-        "finished_at": None,
-    }
-
-
-def parse_spec(body) -> dict:
-    """Validate a POST /api/scans body; returns the normalized spec (grid expanded)."""
-    if not isinstance(body, dict):
-        raise LabError(
-            "the body must be a JSON object",
-            'e.g. {"kind": "push_recovery", "grid": {"force_n": [20, 40], "duration_s": [0.1, 0.2]}}',
-        )
-    unknown = [k for k in body if k not in SPEC_KEYS]
-    if unknown:
-        raise LabError(
-            f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}",
-            f"accepted: {', '.join(SPEC_KEYS)}",
-        )
-    kind = get_kind(body.get("kind"))
-    ok, why = kind.available()
-    if not ok:
-        raise LabError(
-            f"scan kind '{kind.name}' cannot run here: {why}",
-            "available kinds: " + ", ".join(k for k, v in _kinds().items() if v.available()[0]),
-        )
-    grid = parse_grid(kind, body.get("grid"))
-    executor, workers, address = check_executor(body.get("executor"), body.get("workers"), body.get("address"))
-    timeout = body.get("timeout_s", kind.timeout_s)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 86400:
-        raise LabError(
-            f"timeout_s must be a number of seconds in (0, 86400], got {timeout!r}",
-            f"leave it out for the kind's default ({kind.timeout_s:g} s)",
-        )
-    return {
-        "kind": kind.name,
-        "grid": grid.axes,
-        "fixed": grid.fixed,
-        "executor": executor,
-        "workers": workers,
-        "address": address,
-        "timeout_s": float(timeout),
-    }
-
-
-def _kinds():
-    from lab.scans.kinds import KINDS
-
-    return KINDS
-
-
 class ScanManager:
-    """All scans under ``<results_dir>/scans``; points use the robot at ``model`` (None = built-in Q1)."""
+    """All scans under ``<results_dir>/scans``; points use the robot at ``model`` (None = built-in Q1).
 
-    def __init__(self, results_dir: str | Path, model: str | None = None):
+    ``kinds``: the name -> kind table (default :data:`lab.scans.registry.KINDS`); ``max_running``:
+    how many scans run at once, the rest wait as ``queued``."""
+
+    def __init__(
+        self, results_dir: str | Path, model: str | None = None, kinds: dict | None = None, max_running: int = 1
+    ):
+        if isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1:
+            raise LabError(f"max_running must be an integer >= 1, got {max_running!r}", "1 runs one scan at a time")
         self.store = ScanStore(Path(results_dir) / "scans")
         self.model = str(model) if model else None
+        self.kinds = KINDS if kinds is None else kinds
+        self.max_running = max_running
         self._scans: dict[str, Scan] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # guards _scans, _running, _queue, _closed
+        self._running: set[str] = set()
+        self._queue: deque[Scan] = deque()
         self._closed = False
         for sid in self.store.ids():
             try:
                 self._load(sid)
-            except (OSError, ValueError, KeyError, LabError):
+            except (OSError, ValueError, KeyError, TypeError, LabError):
                 continue  # a damaged or foreign folder: not shown
         atexit.register(self.shutdown)
 
@@ -139,34 +108,35 @@ class ScanManager:
 
     def _load(self, sid: str) -> None:
         info = self.store.read_scan(sid)
+        kind = get_kind(info["kind"], self.kinds)
         grid = Grid(info["kind"], info["grid"], info["fixed"])
         records = self.store.read_points(sid)
         points = []
         for i, params in enumerate(grid.points()):
-            rec = records.get(i) or _new_record(i, params)
-            if rec["status"] == "running":  # the Lab stopped while it ran
-                rec["status"] = "cancelled"
-                rec["error"] = "interrupted: the Lab stopped while this point ran"
-            points.append(rec)
-        scan = Scan(info, points)
-        if info["status"] in ("queued", "running"):
-            info["status"] = "interrupted"
+            p = records.get(i) or Point(i, params)
+            if p.status == PointStatus.RUNNING:  # the Lab was killed while it ran
+                p = p.cut_off(PointStatus.INTERRUPTED, "interrupted: the Lab stopped while this point ran")
+                self.store.write_point(sid, p)
+            points.append(p)
+        if ScanStatus(info["status"]) in ACTIVE:  # the Lab was killed before it could say so
+            info["status"] = ScanStatus.INTERRUPTED.value
             info["finished_at"] = info.get("finished_at") or time.time()
             for run in info["runs"]:
-                if run["status"] == "running":  # the Lab was killed before it could say so
-                    run.update(status="interrupted", finished_at=run["finished_at"] or info["finished_at"])
+                if run["status"] == ScanStatus.RUNNING:
+                    run.update(
+                        status=ScanStatus.INTERRUPTED.value, finished_at=run["finished_at"] or info["finished_at"]
+                    )
             self.store.write_scan(info)
-        self._scans[sid] = scan
+        self._scans[sid] = Scan(info, points, kind)
 
     # ------------------------------------------------------------ API
 
     def create(self, body) -> dict:
-        spec = parse_spec(body)
-        kind = get_kind(spec["kind"])
+        spec = parse_spec(body, self.kinds)
+        kind = get_kind(spec["kind"], self.kinds)
         grid = Grid(kind.name, spec["grid"], spec["fixed"])
         with self._lock:
-            if self._closed:
-                raise LabError("the Lab is stopping", "start it again", status=503)
+            self._check_open()
             sid = self.store.new_id(kind.name)
             while sid in self._scans:
                 sid = self.store.new_id(kind.name)
@@ -174,7 +144,7 @@ class ScanManager:
                 "id": sid,
                 **spec,
                 "model": self.model,
-                "status": "queued",
+                "status": ScanStatus.QUEUED.value,
                 "total": grid.size,
                 "created_at": time.time(),
                 "started_at": None,
@@ -182,11 +152,11 @@ class ScanManager:
                 "runs": [],
                 "error": "",
             }
-            scan = Scan(info, [_new_record(i, p) for i, p in enumerate(grid.points())])
+            scan = Scan(info, [Point(i, p) for i, p in enumerate(grid.points())], kind)
             self._scans[sid] = scan
             self.store.write_scan(info)
             self._flush(scan, force=True)
-            self._start(scan, list(range(grid.size)))
+            self._submit(scan, list(range(grid.size)))
         return self.describe(scan)
 
     def list_scans(self) -> list[dict]:
@@ -199,207 +169,263 @@ class ScanManager:
 
     def point(self, sid: str, index) -> dict:
         scan = self._get(sid)
-        try:
-            i = int(index)
-        except (TypeError, ValueError):
-            i = -1
+        i = index if isinstance(index, int) and not isinstance(index, bool) else -1
         if not 0 <= i < len(scan.points):
             raise LabError(
-                f"scan '{sid}' has no point {index!r}", f"points are 0 .. {len(scan.points) - 1}", status=404
+                f"scan '{sid}' has no point {str(index)[:30]}", f"points are 0 .. {len(scan.points) - 1}", status=404
             )
         with scan.lock:
-            rec = dict(scan.points[i])
+            rec = scan.points[i].to_dict()
         rec["files"] = self.store.point_files(sid, i)
         rec["figure"] = next((f for f in scan.kind.artifacts if f.endswith(".png") and f in rec["files"]), None)
         return rec
 
-    def point_file(self, sid: str, index: int, name: str) -> Path:
-        self._get(sid)
-        return self.store.point_file(sid, index, name)
+    def open_point_file(self, sid: str, index: int, name: str):
+        """``(file object, name)`` of one file of a point; never a symlink or anything outside its folder."""
+        scan = self._get(sid)
+        if not 0 <= index < len(scan.points):
+            raise LabError(f"scan '{sid}' has no point {index}", f"points are 0 .. {len(scan.points) - 1}", 404)
+        return self.store.open_point_file(sid, index, name)
 
     def results_path(self, sid: str, ext: str) -> Path:
         scan = self._get(sid)
         self._flush(scan, force=True)
-        return self.store.root / sid / f"results.{ext}"
+        return self.store.results_file(sid, ext)
 
     def cancel(self, sid: str) -> dict:
+        """Stop a queued or running scan; returns once every point it was running is recorded ``cancelled``."""
         scan = self._get(sid)
-        with scan.lock:
-            if scan.status not in ("queued", "running"):
+        with self._lock, scan.lock:
+            if scan.status not in ACTIVE:
                 raise LabError(
-                    f"scan '{sid}' is {scan.status}, not running",
+                    f"scan '{sid}' is {scan.status}, not queued or running",
                     "only a queued or running scan can be cancelled",
                     status=409,
                 )
-            scan.stop_reason = "cancelled"
-            scan.cancel.set()
-        self._join(scan, 30)
+            queued = scan in self._queue
+            if queued:  # never started: nothing to kill
+                self._queue.remove(scan)
+                self._end_queued(scan, ScanStatus.CANCELLED)
+            else:
+                scan.stop_reason = ScanStatus.CANCELLED
+                scan.cancel.set()
+        if queued:
+            self._flush(scan, force=True)
+        else:
+            self._stop_run(scan, STOP_JOIN_S)
         return self.describe(scan)
 
     def resume(self, sid: str, body: dict | None = None) -> dict:
         """Run the scan's unfinished points again (``retry_errors``: also those that ended in error).
 
         ``body`` may change ``executor``, ``workers``, ``address`` for this run."""
-        body = body or {}
-        if not isinstance(body, dict):
-            raise LabError(
-                "the body must be a JSON object or empty",
-                '{"retry_errors": true} also reruns points that ended in error',
-            )
-        allowed = ("retry_errors", "executor", "workers", "address")
-        unknown = [k for k in body if k not in allowed]
-        if unknown:
-            raise LabError(f"unknown field {unknown[0]!r}", f"accepted: {', '.join(allowed)}")
         scan = self._get(sid)
-        retry = bool(body.get("retry_errors", False))
         with self._lock, scan.lock:
-            if scan.status in ("queued", "running"):
+            retry, changes = parse_resume(body, scan.info)
+            self._check_open()
+            if scan.status in ACTIVE:
                 raise LabError(
                     f"scan '{sid}' is already {scan.status}", "cancel it first, or wait for it to end", status=409
                 )
-            if any(k in body for k in ("executor", "workers", "address")):
-                ex = body.get("executor", scan.info["executor"])
-                ex, workers, address = check_executor(
-                    ex,
-                    body.get("workers", scan.info["workers"]),
-                    body.get("address", scan.info["address"] if ex == "ray" else None),
-                )
-                scan.info.update(executor=ex, workers=workers, address=address)
-            skip = ("done",) if retry else FINISHED
-            todo = [p["index"] for p in scan.points if p["status"] not in skip]
+            skip = (PointStatus.DONE,) if retry else FINISHED
+            todo = [p.index for p in scan.points if p.status not in skip]
             if not todo:
                 raise LabError(
                     f"scan '{sid}' has no unfinished points",
                     '{"retry_errors": true} reruns the points that ended in error',
                     status=409,
                 )
+            scan.info.update(changes)
             scan.cancel = threading.Event()
-            scan.stop_reason = "cancelled"
+            scan.stop_reason = ScanStatus.CANCELLED
             for i in todo:
-                scan.points[i].update(status="pending", error="", output_tail="")
-            scan.info.update(status="queued", finished_at=None, error="")
+                scan.points[i] = scan.points[i].reset()
+            scan.info.update(status=ScanStatus.QUEUED.value, finished_at=None, error="")
             self.store.write_scan(scan.info)
-            self._start(scan, todo)
+            self._submit(scan, todo)
         return self.describe(scan)
 
     def wait(self, sid: str, timeout: float | None = None) -> dict:
-        """Block until the scan's current run ends (for scripts and tests)."""
+        """Block until the scan is no longer queued or running (for scripts and tests), or ``timeout`` [s]."""
         scan = self._get(sid)
-        self._join(scan, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while scan.status in ACTIVE:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            t = scan.thread
+            if t is not None and t.is_alive():
+                t.join(0.2 if left is None else min(0.2, left))
+            else:
+                time.sleep(0.05)  # queued: its thread starts when a slot frees
         return self.describe(scan)
 
     def shutdown(self, timeout: float = 20.0) -> None:
-        """Stop every running scan as ``interrupted`` (its running points are killed); they resume later."""
+        """The Lab is stopping: every queued or running scan ends ``interrupted`` on disk (its running
+        points too, their process groups killed); they resume later. Idempotent."""
         with self._lock:
             self._closed = True
-            scans = list(self._scans.values())
-        for s in scans:
-            with s.lock:
-                if s.status in ("queued", "running"):
-                    s.stop_reason = "interrupted"
+            queued = list(self._queue)
+            self._queue.clear()
+            for s in queued:
+                self._end_queued(s, ScanStatus.INTERRUPTED)
+            running = [self._scans[sid] for sid in self._running]
+            for s in running:
+                with s.lock:
+                    s.stop_reason = ScanStatus.INTERRUPTED
                     s.cancel.set()
+        for s in queued:
+            self._flush(s, force=True)
         deadline = time.monotonic() + timeout
-        for s in scans:
-            self._join(s, max(0.1, deadline - time.monotonic()))
+        for s in running:
+            self._stop_run(s, max(0.1, deadline - time.monotonic()))
 
-    # ------------------------------------------------------------ running
+    # ------------------------------------------------------------ queue and runs
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LabError("the Lab is stopping", "start it again", status=503)
 
     def _get(self, sid: str) -> Scan:
         with self._lock:
-            scan = self._scans.get(sid)
+            scan = self._scans.get(sid) if isinstance(sid, str) else None
         if scan is None:
-            raise LabError(f"no scan '{sid}'", "GET /api/scans lists the scans", status=404)
+            raise LabError(f"no scan '{str(sid)[:80]}'", "GET /api/scans lists the scans", status=404)
         return scan
 
-    @staticmethod
-    def _join(scan: Scan, timeout) -> None:
+    def _submit(self, scan: Scan, indices: list[int]) -> None:
+        """Start the run now when a slot is free, else queue it (caller holds ``_lock``)."""
+        scan.todo = indices
+        if len(self._running) < self.max_running:
+            self._start(scan)
+        else:
+            self._queue.append(scan)
+
+    def _start(self, scan: Scan) -> None:
+        scan.gen += 1
+        self._running.add(scan.id)
+        scan.thread = threading.Thread(
+            target=self._run, args=(scan, scan.gen, scan.todo), name=f"scan-{scan.id}", daemon=True
+        )
+        scan.thread.start()
+
+    def _release(self, scan: Scan) -> None:
+        """The run of ``scan`` is over: free its slot and start the oldest queued scan (caller holds ``_lock``)."""
+        self._running.discard(scan.id)
+        while self._queue and len(self._running) < self.max_running and not self._closed:
+            self._start(self._queue.popleft())
+
+    def _end_queued(self, scan: Scan, status: ScanStatus) -> None:
+        """A queued scan ends without having run (the caller flushes its results afterwards)."""
+        with scan.lock:
+            scan.set_status(status)
+            scan.info["finished_at"] = time.time()
+            self.store.write_scan(scan.info)
+
+    def _stop_run(self, scan: Scan, timeout: float) -> None:
+        """Wait for the stopped run to record its points; a run that does not in ``timeout`` is abandoned:
+        its running points and the scan get the stop status here, and its late callbacks are ignored."""
         t = scan.thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout)
+        with self._lock, scan.lock:
+            if t is None or not t.is_alive() or scan.status not in ACTIVE:
+                return
+            scan.gen += 1  # the old run's on_start/on_finish/end no longer count
+            self._finish_run(scan, scan.stop_reason, "the run did not stop in time; its points were cut off")
+            self._release(scan)
+        self._flush(scan, force=True)
 
-    def _start(self, scan: Scan, indices: list[int]) -> None:
-        scan.thread = threading.Thread(target=self._run, args=(scan, indices), name=f"scan-{scan.id}", daemon=True)
-        scan.thread.start()
-
-    def _run(self, scan: Scan, indices: list[int]) -> None:
+    def _run(self, scan: Scan, gen: int, indices: list[int]) -> None:
         info, kind = scan.info, scan.kind
         jobs = [
             PointJob(
                 i,
                 kind.point_ref,
-                scan.points[i]["params"],
+                scan.points[i].params,
                 str(point_dir(self.store.root / scan.id, i)),
                 info["timeout_s"],
                 info.get("model"),
             )
             for i in indices
         ]
-        run = {
-            "started_at": time.time(),
-            "finished_at": None,
-            "status": "running",
-            "points": len(indices),
-            "executor": info["executor"],
-            "workers": info["workers"],
-        }
         with scan.lock:
+            if gen != scan.gen:
+                return
             scan.run_t0, scan.run_indices, scan.run_finished = time.monotonic(), set(indices), 0
-            info["status"] = "running"
-            info["started_at"] = info["started_at"] or run["started_at"]
-            info["runs"].append(run)
+            scan.set_status(ScanStatus.RUNNING)
+            info["started_at"] = info["started_at"] or time.time()
+            info["runs"].append(
+                {
+                    "started_at": time.time(),
+                    "finished_at": None,
+                    "status": ScanStatus.RUNNING.value,
+                    "points": len(indices),
+                    "executor": info["executor"],
+                    "workers": info["workers"],
+                }
+            )
             self.store.write_scan(info)
+        error = ""
         try:
             if not scan.cancel.is_set():
                 make_executor(info["executor"], info["workers"], info.get("address")).run(
-                    jobs, lambda i: self._on_start(scan, i), lambda i, r: self._on_finish(scan, i, r), scan.cancel
+                    jobs,
+                    lambda i: self._on_start(scan, gen, i),
+                    lambda i, r: self._on_finish(scan, gen, i, r),
+                    scan.cancel,
                 )
         except Exception as e:  # the executor itself failed (Ray could not start, ...)
-            with scan.lock:
-                info["error"] = f"{type(e).__name__}: {e}"[:2000]
-        with scan.lock:
-            for p in scan.points:
-                if p["status"] == "running":  # an executor that lost track of a point
-                    p.update(status="cancelled", error="the executor stopped while this point ran")
-            unfinished = any(p["status"] not in FINISHED for p in scan.points)
+            error = f"{type(e).__name__}: {e}"[:2000]
+        with self._lock, scan.lock:
+            if gen != scan.gen:  # abandoned by _stop_run, which already recorded the end
+                return
+            if error:
+                info["error"] = error
             if scan.cancel.is_set():
                 status = scan.stop_reason
             elif info["error"]:
-                status = "failed"
+                status = ScanStatus.FAILED
+            elif any(not p.finished for p in scan.points):
+                status = ScanStatus.INTERRUPTED
             else:
-                status = "interrupted" if unfinished else "done"
-            info["status"] = run["status"] = status
-            info["finished_at"] = run["finished_at"] = time.time()
-            self.store.write_scan(info)
+                status = ScanStatus.DONE
+            self._finish_run(scan, status, "the executor stopped while this point ran")
+            self._release(scan)
         self._flush(scan, force=True)
 
-    def _on_start(self, scan: Scan, i: int) -> None:
-        with scan.lock:
-            rec = scan.points[i]
-            rec.update(status="running", started_at=time.time(), finished_at=None, attempts=rec["attempts"] + 1)
-            self.store.write_point(scan.id, rec)
+    def _finish_run(self, scan: Scan, status: ScanStatus, why: str) -> None:
+        """Record the end of the current run as ``status`` (caller holds both locks, then flushes); points
+        still running are cut off as cancelled or interrupted."""
+        cut = PointStatus.INTERRUPTED if status == ScanStatus.INTERRUPTED else PointStatus.CANCELLED
+        for i, p in enumerate(scan.points):
+            if p.status == PointStatus.RUNNING:
+                scan.points[i] = p.cut_off(cut, why)
+                self.store.write_point(scan.id, scan.points[i])
+        scan.set_status(status)
+        scan.info["finished_at"] = time.time()
+        if scan.info["runs"] and scan.info["runs"][-1]["status"] == ScanStatus.RUNNING:
+            scan.info["runs"][-1].update(status=status.value, finished_at=scan.info["finished_at"])
+        self.store.write_scan(scan.info)
 
-    def _on_finish(self, scan: Scan, i: int, res: dict) -> None:
+    def _on_start(self, scan: Scan, gen: int, i: int) -> None:
         with scan.lock:
-            rec = scan.points[i]
-            rec.update(
-                {
-                    k: res.get(k)
-                    for k in (
-                        "status",
-                        "metrics",
-                        "wall_s",
-                        "compute_s",
-                        "error",
-                        "output_tail",
-                        "exit_code",
-                        "finished_at",
-                    )
-                }
-            )
-            rec["metrics"] = {k: v for k, v in (rec["metrics"] or {}).items() if v is None or isinstance(v, SCALARS)}
+            if gen != scan.gen:
+                return
+            scan.points[i] = scan.points[i].started()
+            self.store.write_point(scan.id, scan.points[i])
+
+    def _on_finish(self, scan: Scan, gen: int, i: int, outcome: Outcome) -> None:
+        with scan.lock:
+            if gen != scan.gen:
+                return
+            status = None
+            if outcome.status == PointStatus.CANCELLED and scan.stop_reason == ScanStatus.INTERRUPTED:
+                status = PointStatus.INTERRUPTED  # stopped because the Lab is stopping, not by a cancel
+            scan.points[i] = scan.points[i].ended(outcome, status)
             if i in scan.run_indices:
                 scan.run_finished += 1
-            self.store.write_point(scan.id, rec)
+            self.store.write_point(scan.id, scan.points[i])
         self._flush(scan)
 
     # ------------------------------------------------------------ results
@@ -422,18 +448,29 @@ class ScanManager:
                 table = results_table(scan.info, scan.points, scan.kind)
             self.store.write_results(scan.id, table)
 
+    def queue_position(self, scan: Scan) -> int | None:
+        """1 for the next queued scan to start, ...; None when ``scan`` is not queued."""
+        with self._lock:
+            for n, s in enumerate(self._queue, 1):
+                if s is scan:
+                    return n
+        return None
+
     def describe(self, scan: Scan, points: bool = True) -> dict:
         """What GET /api/scans/<id> returns: spec, status, progress and ETA, and (``points``) every point."""
         kind = scan.kind
+        position = self.queue_position(scan)
         with scan.lock:
             info = dict(scan.info)
             counts = scan.counts()
             total = len(scan.points)
             finished = counts["done"] + counts["error"]
             eta = elapsed = None
-            if info["status"] == "running":
+            if scan.status == ScanStatus.RUNNING:
                 elapsed = time.monotonic() - scan.run_t0
-                left = sum(1 for i in scan.run_indices if scan.points[i]["status"] in ("pending", "running"))
+                left = sum(
+                    1 for i in scan.run_indices if scan.points[i].status in (PointStatus.PENDING, PointStatus.RUNNING)
+                )
                 if scan.run_finished:
                     eta = elapsed / scan.run_finished * left
             out = {
@@ -450,14 +487,11 @@ class ScanManager:
                 "progress": finished / total if total else 1.0,
                 "eta_s": round(eta, 1) if eta is not None else None,
                 "elapsed_s": round(elapsed, 1) if elapsed is not None else None,
+                "queue_position": position,
+                "max_running": self.max_running,
             }
             if points:
-                out["summary"] = kind.summarize(scan.points) if kind.summarize else {}
-                out["points"] = [
-                    {
-                        k: p[k]
-                        for k in ("index", "params", "status", "metrics", "wall_s", "compute_s", "error", "attempts")
-                    }
-                    for p in scan.points
-                ]
+                records = [p.to_dict() for p in scan.points]
+                out["summary"] = kind.summarize(records) if kind.summarize else {}
+                out["points"] = [p.public() for p in scan.points]
         return out

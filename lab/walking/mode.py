@@ -69,4 +69,3 @@ class Walk(Mode):
         pos, _ = self.engine.base_pose()
         q = self.engine.torso_quat()
         return not self.robot.has_fallen(float(pos[2]), quat_pitch_deg(q), quat_roll_deg(q))
-

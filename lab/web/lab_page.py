@@ -69,6 +69,7 @@ def init_app(app, sock, robot, session, fps=60.0, width=640, height=480, preset=
             "preset": c["source"].preset,
             "resets": s.resets,
             "sim": s.sim_info(),
+            "fall_time": s.fell_at(),
         }
 
 
@@ -98,7 +99,7 @@ def status_dict() -> dict:
             **hub.stats(),
         },
         "auth": bool(current_app.config.get("LAB_TOKEN")),
-        "links": current_app.config.get("LAB_LINKS", {}),
+        "links": current_app.extensions["settings"].links(),
     }
 
 

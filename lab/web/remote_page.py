@@ -83,6 +83,9 @@ def status_dict() -> dict:
     st["demo_range"] = [-DEMO_LIMIT, DEMO_LIMIT]
     st["max_duration_s"] = MAX_DURATION_S
     st["render"] = c["hub"].stats()
+    last = c["monitor"].latest()
+    # the server's own simulation (running, paused, error, diverged) as of its last state; None before any
+    st["server_sim"] = last.get("sim") if last else None
     return st
 
 
@@ -117,7 +120,9 @@ def init_app(
 
 @bp.route("/remote")
 def page():
-    return render_template("remote.html", status=status_dict(), page="remote", default_url=DEFAULT_URL)
+    settings = current_app.extensions.get("settings")
+    default_url = (settings.monitor_url if settings else None) or DEFAULT_URL
+    return render_template("remote.html", status=status_dict(), page="remote", default_url=default_url)
 
 
 @bp.get("/api/remote/status")

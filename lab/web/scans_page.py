@@ -1,8 +1,11 @@
 """The scans page and its API (docs/CONTRACT.md "Scans"): launch, list, watch, cancel, resume, download.
 
 ``init_app(app, results_dir)`` makes the Lab's one :class:`~lab.scans.manager.ScanManager` (scans
-live under ``<results_dir>/scans``) and stops its running scans as ``interrupted`` when the Lab
-stops. Routes that change state carry :func:`~lab.web.common.require_token`.
+live under ``<results_dir>/scans``; one runs at a time, the others wait as ``queued``) and stops
+its queued and running scans as ``interrupted``, on disk, when the Lab stops (SIGTERM, Ctrl+C:
+:func:`lab.web.server.serve` calls the stop functions). Routes that change state carry
+:func:`~lab.web.common.require_token`. A point's files are served only when they are regular files
+in the point's folder: a symlink is a 404, never followed.
 
     GET  /scans                                  the page
     GET  /api/scans/kinds                        kinds: parameters with defaults and limits, metrics
@@ -20,7 +23,7 @@ from pathlib import Path
 
 from flask import Blueprint, current_app, jsonify, render_template, send_file
 
-from lab.scans.kinds import KINDS, MAX_POINTS
+from lab.scans.kinds import MAX_POINTS
 from lab.scans.manager import ScanManager
 from lab.web.common import json_body, require_token
 from lab.web.server import on_stop
@@ -40,9 +43,13 @@ def _manager() -> ScanManager:
     return current_app.extensions["scans"]
 
 
-def init_app(app, results_dir, model: str | None = None) -> ScanManager:
-    """Register the blueprint and the scan manager on ``app``; scans stop (as interrupted) with the app."""
-    manager = ScanManager(Path(results_dir), model=model)
+def init_app(
+    app, results_dir, model: str | None = None, max_running: int = 1, kinds: dict | None = None
+) -> ScanManager:
+    """Register the blueprint and the scan manager on ``app``; scans stop (as interrupted) with the app.
+
+    ``max_running``: scans that run at once (the rest queue); ``kinds``: the kind table (default: built-in)."""
+    manager = ScanManager(Path(results_dir), model=model, kinds=kinds, max_running=max_running)
     app.extensions["scans"] = manager
     on_stop(app, manager.shutdown)
     app.register_blueprint(bp)
@@ -50,19 +57,33 @@ def init_app(app, results_dir, model: str | None = None) -> ScanManager:
 
 
 def kinds_list() -> list[dict]:
-    return [k.to_dict() for k in KINDS.values()]
+    return [k.to_dict() for k in _manager().kinds.values()]
 
 
 @bp.route("/scans")
 def page():
     every = kinds_list()
     shown = [k for k in every if not k["hidden"]]
-    return render_template("scans.html", page="scans", kinds=shown, all_kinds=every, max_points=MAX_POINTS)
+    return render_template(
+        "scans.html",
+        page="scans",
+        kinds=shown,
+        all_kinds=every,
+        max_points=MAX_POINTS,
+        max_running=_manager().max_running,
+    )
 
 
 @bp.get("/api/scans/kinds")
 def kinds():
-    return jsonify({"kinds": kinds_list(), "max_points": MAX_POINTS, "executors": ["local", "ray"]})
+    return jsonify(
+        {
+            "kinds": kinds_list(),
+            "max_points": MAX_POINTS,
+            "executors": ["local", "ray"],
+            "max_running": _manager().max_running,
+        }
+    )
 
 
 @bp.post("/api/scans")
@@ -109,5 +130,7 @@ def point(scan_id, index):
 
 @bp.get("/api/scans/<scan_id>/points/<int:index>/<name>")
 def point_file(scan_id, index, name):
-    path = _manager().point_file(scan_id, index, name)
-    return send_file(path, mimetype=MIMETYPES.get(path.suffix, "application/octet-stream"), max_age=0)
+    f, name = _manager().open_point_file(scan_id, index, name)  # opened without following links
+    return send_file(
+        f, mimetype=MIMETYPES.get(Path(name).suffix, "application/octet-stream"), download_name=name, max_age=0
+    )

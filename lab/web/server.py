@@ -25,8 +25,24 @@ def is_loopback(host: str) -> bool:
             return False
 
 
+def check_token(token: str | None) -> None:
+    """A token is a word a client can send: not blank, no surrounding whitespace, printable ASCII."""
+    if token is None:
+        return
+    if not token.strip():
+        raise LabError(
+            "the token is blank", "pass --token TOKEN (or LAB_TOKEN) with a non-blank word, or leave it unset"
+        )
+    if token != token.strip() or not all(33 <= ord(c) < 127 for c in token):
+        raise LabError(
+            "the token has spaces or characters an HTTP header cannot carry",
+            'use letters, digits and punctuation only, e.g. --token "$(openssl rand -hex 16)"',
+        )
+
+
 def check_bind(host: str, token: str | None) -> None:
-    """Binding anything but loopback requires a token."""
+    """Binding anything but loopback requires a token; a token given must be usable (:func:`check_token`)."""
+    check_token(token)
     if not is_loopback(host) and not token:
         raise LabError(
             f"refusing to bind {host} without a token",
@@ -54,6 +70,7 @@ class ServerThread:
     def __init__(self, app, host: str = "127.0.0.1", port: int = 0):
         self.app = app
         self.server = make_server(host, port, app, threaded=True)
+        app.config["LAB_BIND_HOST"] = host  # the request guard answers this name too
         self.port = self.server.server_port
         self.url = f"http://{host}:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -80,6 +97,7 @@ def serve(app, host: str, port: int, name: str = "lab") -> None:
             f"cannot listen on {host}:{port}: {exc.strerror or exc}",
             "another process uses that port; stop it or pass --port",
         ) from exc
+    app.config["LAB_BIND_HOST"] = host  # the request guard answers this name too
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     stopping = threading.Event()
 

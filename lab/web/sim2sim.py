@@ -23,8 +23,8 @@ from flask import Blueprint, current_app, jsonify, render_template, request
 
 from lab.errors import LabError
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
-from lab.runtime.lockstep import LOCKSTEP_MODES
-from lab.web import make_flask, messages
+from lab.settings import Settings
+from lab.web import make_flask, messages, settings_for, use_settings
 from lab.web.common import json_body, require_token
 from lab.web.control_api import control_blueprint, push_dict
 from lab.web.server import on_stop
@@ -67,26 +67,34 @@ class LockstepSource:
 
 
 def create_sim2sim_app(
-    model=None,
-    token: str | None = None,
-    fps: float = 30.0,
-    width: int = 640,
-    height: int = 480,
-    preset: str | None = None,
-    mode: str = "stand",
-    start: bool = True,
+    settings: Settings | None = None, *, mode: str = "stand", modes: dict | None = None, start: bool = True, **overrides
 ):
-    """The Sim2Sim service: a URDF humanoid (``model``; None = built-in Q1) in both engines, its page and API.
+    """The Sim2Sim service (``settings.sim2sim_port``): a URDF humanoid (``settings.model``; None = built-in
+    Q1) in both engines, its page and API. ``overrides``: Settings fields for this app; ``fps`` is
+    accepted for ``sim2sim_fps``. ``mode``: the first mode; ``modes``: the mode registry (default
+    Sim2Sim's four, ``lab.runtime.modes.SIM2SIM_MODES``).
 
     Raises :class:`LabError` naming the engine when only one engine can load the model.
     """
     from lab.runtime.lockstep import Lockstep, load_sim2sim_robot
 
-    robot = load_sim2sim_robot(model)
-    lockstep = Lockstep(robot, mode=mode)
-    app, sock = make_flask("sim2sim", token)
+    if "fps" in overrides:
+        overrides["sim2sim_fps"] = overrides.pop("fps")
+    settings = settings_for(settings, overrides)
+    robot = load_sim2sim_robot(settings.model)
+    lockstep = Lockstep(robot, mode=mode, modes=modes)
+    app, sock = make_flask("sim2sim", settings.token)
+    use_settings(app, settings, "sim2sim")
     try:
-        init_app(app, sock, lockstep, fps=fps, width=width, height=height, preset=preset)
+        init_app(
+            app,
+            sock,
+            lockstep,
+            fps=settings.sim2sim_fps,
+            width=settings.width,
+            height=settings.height,
+            preset=settings.preset,
+        )
     except Exception:
         lockstep.close()
         raise
@@ -119,7 +127,7 @@ def init_app(app, sock, lockstep, fps=30.0, width=640, height=480, preset=None):
     app.register_blueprint(bp)
     app.register_blueprint(
         control_blueprint(
-            "sim2sim", lambda: app.extensions["sim2sim"]["lockstep"], status_dict, metrics_sample, LOCKSTEP_MODES
+            "sim2sim", lambda: app.extensions["sim2sim"]["lockstep"], status_dict, metrics_sample, tuple(lockstep.modes)
         )
     )
 
@@ -139,7 +147,7 @@ def init_app(app, sock, lockstep, fps=30.0, width=640, height=480, preset=None):
             height,
             fps,
             ls.robot.identity_dict(),
-            modes=list(LOCKSTEP_MODES),
+            modes=list(ls.modes),
             engines=ls.engine_info(),
             labels=view_labels(ls),
         )
@@ -191,7 +199,7 @@ def status_dict() -> dict:
     return {
         "service": "sim2sim",
         "mode": ls.mode_name,
-        "modes": list(LOCKSTEP_MODES),
+        "modes": list(ls.modes),
         "paused": ls.paused,
         "sim_time": round(ls.sim_time, 6),
         "rtf": round(ls.measured_rtf(), 3),
@@ -221,6 +229,7 @@ def status_dict() -> dict:
             "labels": view_labels(ls),
         },
         "auth": bool(current_app.config.get("LAB_TOKEN")),
+        "links": current_app.extensions["settings"].links(),
     }
 
 

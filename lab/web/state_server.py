@@ -4,8 +4,6 @@ self-expiring control, in front of one :class:`~lab.remote.state_sim.StateSim`.
 ``create_state_app(...)`` builds the Flask app; ``python app.py state-server`` serves it.
 """
 
-import hmac
-import json
 import logging
 import math
 import socket
@@ -13,90 +11,41 @@ import time
 
 import mujoco
 from flask import Flask, jsonify, request
-from flask_sock import Sock
-from werkzeug.exceptions import HTTPException
 
 from lab.errors import LabError
 from lab.remote.protocol import API, DEFAULT_ALLOWED, DEMO_LIMIT, MAX_BODY_BYTES, ControlRejected, validate_control
 from lab.remote.state_sim import ENDPOINTS, STREAM_HZ, StateSim, _robot
+from lab.settings import Settings
+from lab.web import make_flask
+from lab.web.common import json_body, require_token
 
 log = logging.getLogger("lab.remote.server")
 
 
-
-
-def _read_body() -> object:
-    """The request body as JSON; ControlRejected for an oversized or malformed body."""
-    length = request.content_length
-    stream = request.stream
-    raw = stream.read(MAX_BODY_BYTES + 1)
-    if (length is not None and length > MAX_BODY_BYTES) or len(raw) > MAX_BODY_BYTES:
-        total = len(raw)
-        while total < 16 * 2**20:  # drain (bounded) so the client reads the answer instead of a reset
-            chunk = stream.read(65536)
-            if not chunk:
-                break
-            total += len(chunk)
-        raise ControlRejected(
-            f"control body is {length if length is not None else total} bytes; at most {MAX_BODY_BYTES} accepted",
-            "send a small JSON object with actuator, value and duration_s",
-            status=413,
-        )
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ControlRejected("control body is not UTF-8 text", "send a JSON object") from None
-    except RecursionError:
-        raise ControlRejected("control body is not valid JSON: nested too deeply", "send a flat JSON object") from None
-    except ValueError as exc:
-        msg = str(exc).split(":")[0] if "Exceeds the limit" in str(exc) else str(exc)
-        raise ControlRejected(f"control body is not valid JSON: {msg}", "send a JSON object") from None
-
-
-def _authorized(token: str | None) -> bool:
-    if not token:
-        return True
-    auth = request.headers.get("Authorization", "")
-    given = auth[7:].strip() if auth.startswith("Bearer ") else ""
-    return hmac.compare_digest(given.encode(), token.encode())
-
-
-def create_state_app(model=None, token=None, allow_actuators=DEFAULT_ALLOWED, mode="stand", start=True) -> Flask:
-    """The state server's Flask app. ``model``: a path, a loaded :class:`Robot` or None (built-in Q1).
+def create_state_app(settings=None, token=None, allow_actuators=None, mode=None, start=True, modes=None) -> Flask:
+    """The state server's Flask app (``settings.state_port``), from a :class:`~lab.settings.Settings`
+    (model, token, ``state_mode``, ``allow_actuators``). For older callers ``settings`` may instead be
+    the model (a path, a loaded :class:`Robot` or None: built-in Q1), and ``token``, ``allow_actuators``
+    and ``mode`` override the settings' when given. ``modes``: the mode registry (default the Lab's).
 
     The simulation lives in ``app.extensions["state_sim"]`` (a :class:`StateSim`), started here
     unless ``start=False``; stop it with ``app.extensions["state_sim"].stop()``.
     """
-    robot = _robot(model)
-    sim = StateSim(robot, mode=mode, allow_actuators=allow_actuators)
-    app = Flask(__name__)
-    app.config["LAB_TOKEN"] = token or None
-    app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": None}
+    model = None
+    if not isinstance(settings, Settings):
+        model, settings = settings, Settings(allow_actuators=DEFAULT_ALLOWED)
+    changes = {"token": token, "allow_actuators": allow_actuators, "state_mode": mode}
+    settings = settings.replace(**{k: v for k, v in changes.items() if v is not None})
+    token = settings.token
+    robot = _robot(model if model is not None else settings.model)
+    sim = StateSim(robot, mode=settings.state_mode, allow_actuators=settings.allow_actuators, modes=modes)
+    # built like every service: the request guard (Host, Origin, 413 over 4 KiB, 415), JSON errors, the
+    # bearer token and body parsing of lab/web/common.py, the OpenAPI route
+    app, sock = make_flask("state-server", token, max_body=MAX_BODY_BYTES)
+    app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": None, "max_message_size": 64 * 1024}
+    app.config["LAB_API_HINT"] = f"endpoints: {ENDPOINTS}"
     app.extensions["state_sim"] = sim
-    sock = Sock(app)
-
-    @app.errorhandler(ControlRejected)
-    def _rejected(err):
-        return jsonify(err.to_dict()), err.status
-
-    @app.errorhandler(LabError)
-    def _lab_error(err):
-        return jsonify(err.to_dict()), err.status
-
-    @app.errorhandler(HTTPException)
-    def _http_error(err):
-        if err.code == 404:
-            msg, hint = f"no endpoint {request.method} {request.path}", f"endpoints: {ENDPOINTS}"
-        elif err.code == 405:
-            msg, hint = f"method {request.method} is not allowed on {request.path}", f"endpoints: {ENDPOINTS}"
-        else:
-            msg, hint = f"{err.code} {err.name}", err.description or ""
-        return jsonify({"error": msg, "hint": hint}), err.code
-
-    @app.errorhandler(Exception)
-    def _unexpected(err):  # a bug, never bad input: still JSON, and logged
-        log.exception("unexpected error on %s %s", request.method, request.path)
-        return jsonify({"error": f"internal error: {type(err).__name__}", "hint": "see the server log"}), 500
+    app.extensions["settings"] = settings
 
     @app.get(f"{API}/health")
     def health():
@@ -104,18 +53,22 @@ def create_state_app(model=None, token=None, allow_actuators=DEFAULT_ALLOWED, mo
 
     @app.get(f"{API}/state")
     def state():
-        snap = sim.snapshot()
+        snap = sim.state_snapshot()
         return app.response_class(snap.text, mimetype="application/json")
 
     @app.post(f"{API}/control")
+    @require_token(
+        message="control requires Authorization: Bearer TOKEN",
+        hint="this server was started with --token; send exactly 'Authorization: Bearer <token>'",
+        exc=ControlRejected,
+    )
     def control():
-        if not _authorized(app.config["LAB_TOKEN"]):
-            raise ControlRejected(
-                "control requires Authorization: Bearer TOKEN",
-                "this server was started with --token; send the same token",
-                status=401,
-            )
-        body = _read_body()
+        try:  # any JSON (validate_control names what is not an object); NaN, 400-digit numbers refused here
+            body = json_body(label="control body", want_object=False)
+        except ControlRejected:
+            raise
+        except LabError as err:
+            raise ControlRejected(err.message, err.hint, err.status) from None
         req = validate_control(body, robot.actuator_names, sim.ctrlranges, sim.allowed)
         cmd = sim.command(req)
         lo, hi = req.ctrlrange
@@ -146,6 +99,8 @@ def create_state_app(model=None, token=None, allow_actuators=DEFAULT_ALLOWED, mo
             pass
         last, next_t = -1, time.perf_counter()
         while not sim._stop.is_set() and ws.connected:
+            while ws.receive(timeout=0) is not None:  # this stream only sends: client messages are dropped
+                pass
             snap = sim.wait_snapshot(last, timeout=0.5)
             if snap is None:
                 continue

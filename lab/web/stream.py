@@ -7,14 +7,16 @@ newest frame it has not sent yet, so a slow client skips frames and never grows 
 
 import collections
 import contextlib
-import json
+import math
 import socket
 import threading
 import time
 from dataclasses import dataclass
 
+from lab.errors import LabError
 from lab.render.jpeg import encode_jpeg
 from lab.web import messages
+from lab.web.common import parse_json
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,9 @@ class FrameHub:
 
 
 MAX_INFLIGHT = 2  # frames per view sent but not yet acknowledged by the client
+MAX_MESSAGES_PER_TURN = 64  # client messages read per turn of the send loop
+MAX_CLIENT_MESSAGE = 4096  # [characters] a longer client message is refused (the WebSocket layer closes at 64 KiB)
+CLIENT_HINT = 'send {"type": "ack", "view": VIEW, "seq": N} after each frame, or {"type": "ping", "t": T}'
 ACK_TIMEOUT_S = 2.0  # an unacknowledged frame older than this is forgiven [s]
 
 
@@ -202,10 +207,11 @@ def ws_loop(ws, hubs: dict, metrics_fn, hello: str, metrics_hz: float = 25.0, st
         ws.send(hello)
         while True:
             event.clear()
-            msg = ws.receive(timeout=0)
-            while msg is not None:
-                _answer(ws, msg, inflight)
+            for _ in range(MAX_MESSAGES_PER_TURN):  # a flood of messages cannot hold back the frames
                 msg = ws.receive(timeout=0)
+                if msg is None:
+                    break
+                _answer(ws, msg, inflight)
             now = time.perf_counter()
             blocked = False
             for view, hub in hubs.items():
@@ -246,18 +252,43 @@ def ws_loop(ws, hubs: dict, metrics_fn, hello: str, metrics_hz: float = 25.0, st
 
 
 def _answer(ws, msg, inflight) -> None:
-    if not isinstance(msg, str):
+    """One client message: an ack frees a frame slot, a ping is answered; anything else (not text, not
+    JSON, not an object, an unknown type, an unknown view) is answered with ``{"type": "error", ...}``
+    and changes nothing. Nothing a client sends may end the stream."""
+    obj = _client_problem(msg, inflight)
+    if isinstance(obj, str):
+        ws.send(messages.dumps({"type": "error", "error": obj, "hint": CLIENT_HINT}))
         return
-    try:
-        obj = json.loads(msg)
-    except ValueError:
-        return
-    if not isinstance(obj, dict):
-        return
-    kind = obj.get("type")
-    if kind == messages.ACK:
-        q = inflight.get(obj.get("view"))
+    if obj["type"] == messages.ACK:
+        q = inflight[obj["view"]]
         if q:
             q.popleft()
-    elif kind == messages.PING:
-        ws.send(messages.dumps({"type": messages.PONG, "t": obj.get("t"), "server_t": time.time()}))
+    else:
+        t = obj.get("t")
+        t = t if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) else None
+        ws.send(messages.dumps({"type": messages.PONG, "t": t, "server_t": time.time()}))
+
+
+def _client_problem(msg, inflight):
+    """The message as a dict when it is a well-formed ack or ping; else what is wrong with it (a string)."""
+    if not isinstance(msg, str):
+        return "binary messages are not expected from a client"
+    if len(msg) > MAX_CLIENT_MESSAGE:
+        return f"message of {len(msg)} characters; at most {MAX_CLIENT_MESSAGE} expected"
+    try:
+        obj = parse_json(msg, "message")
+    except LabError as exc:
+        return exc.message
+    if not isinstance(obj, dict):
+        return "expected a JSON object"
+    kind = obj.get("type")
+    if kind == messages.PING:
+        return obj
+    if kind != messages.ACK:
+        return f"unknown message type {str(kind)[:40]!r}"
+    view, seq = obj.get("view"), obj.get("seq")
+    if not isinstance(view, str) or view not in inflight:
+        return f"ack for unknown view {str(view)[:40]!r}; views of this stream: {', '.join(inflight)}"
+    if not isinstance(seq, int) or isinstance(seq, bool):
+        return f"ack seq must be the frame's integer seq, got {str(seq)[:40]!r}"
+    return obj

@@ -1,8 +1,8 @@
 // The Lab page: live view, modes, push, pause/reset, preset, readouts and strip charts.
-import { StreamSocket, FrameView, api, toast } from './socket.js';
+import { StreamSocket, FrameView } from './socket.js';
 import { StripChart } from './plots.js';
+import { $, act, api, fmt, showSim } from './util.js';
 
-const $ = (id) => document.getElementById(id);
 const view = new FrameView($('view'));
 const HELP = {
   stand: 'hold the nominal pose',
@@ -23,10 +23,9 @@ const charts = {
 };
 
 let lastSimTime = -1;
+let fallTime = null; // sim time [s] the robot fell, or null
 let currentMode = document.querySelector('#modes button.on')?.dataset.mode;
 showHelp(currentMode);
-
-function fmt(v, digits) { return v === null || v === undefined ? '–' : Number(v).toFixed(digits); }
 
 function onMetrics(m) {
   if (m.sim_time < lastSimTime - 1e-9) Object.values(charts).forEach((c) => c.clear()); // reset
@@ -37,8 +36,12 @@ function onMetrics(m) {
   $('m-pitch_deg').textContent = fmt(m.pitch_deg, 2);
   $('m-max_joint_err').textContent = fmt(m.max_joint_err, 4);
   $('m-rtf').textContent = fmt(m.rtf, 2);
-  $('m-rtf').className = m.paused ? '' : m.rtf < 0.95 ? 'warn' : 'ok';
-  $('m-support').textContent = m.support;
+  const stepping = !m.sim || m.sim.state === 'running'; // paused or stopped by an error: no rtf to judge
+  $('m-rtf').className = !stepping || m.paused ? '' : m.rtf < 0.95 ? 'warn' : 'ok';
+  showFall(m.fall_time);
+  $('m-support').textContent = fallTime !== null ? 'fallen' : m.support; // on the floor: no support, whatever touches
+  $('m-support').className = fallTime !== null ? 'bad' : '';
+  $('m-support').title = fallTime !== null ? `contact: ${m.support}` : '';
   $('m-margin').textContent = m.margin === null ? '–' : fmt(m.margin * 1000, 1);
   $('m-margin').className = m.margin !== null && m.margin < 0 ? 'bad' : '';
   $('m-cop').textContent = m.cop ? `${fmt(m.cop[0], 3)}, ${fmt(m.cop[1], 3)}` : '–';
@@ -49,12 +52,23 @@ function onMetrics(m) {
   charts.x.add(m.sim_time, [m.forward_x, m.com ? m.com[0] : null, ex.com_plan_x, ex.zmp_plan_x]);
   if (m.mode !== currentMode) setMode(m.mode);
   $('pause').textContent = m.paused ? 'Resume' : 'Pause';
-  $('view-msg').hidden = !m.paused;
-  if (m.paused) $('view-msg').textContent = 'paused';
+  showSim($('sim-banner'), m.sim, { t: m.sim_time });
+}
+
+// the robot's fall (the one fall rule of lab/robots/model.py): the readout and a badge over the view
+function showFall(t) {
+  fallTime = t === undefined ? null : t;
+  const words = fallTime === null ? 'standing' : `fell at ${fmt(fallTime, 1)} s`;
+  $('m-fall').textContent = words;
+  $('m-fall').className = fallTime === null ? 'ok' : 'bad';
+  $('fall-badge').hidden = fallTime === null;
+  $('fall-badge').textContent = fallTime === null ? '' : words;
 }
 
 function onStatus(s) {
   setMode(s.mode);
+  if ('fall_time' in s) showFall(s.fall_time);
+  if (s.sim) showSim($('sim-banner'), s.sim, { t: lastSimTime >= 0 ? lastSimTime : null });
   $('preset').value = s.preset;
   $('preset-label').textContent = s.preset;
 }
@@ -99,16 +113,6 @@ setInterval(() => {
   const age = sock.frameAgeP95();
   $('age').textContent = age === null ? 'age – ms' : `age p95 ${age.toFixed(0)} ms`;
 }, 100);
-
-async function act(fn, okMsg) {
-  try {
-    const r = await fn();
-    if (okMsg) toast(okMsg);
-    return r;
-  } catch (e) {
-    toast(e.message, 'error', e.hint);
-  }
-}
 
 for (const b of document.querySelectorAll('#modes button')) {
   b.addEventListener('click', () => act(async () => { const s = await api('/api/mode', { mode: b.dataset.mode }); setMode(s.mode); }));

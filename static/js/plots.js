@@ -4,7 +4,7 @@ const DARK = {
   font: { color: '#c9d1dc', size: 11 },
   margin: { l: 52, r: 12, t: 28, b: 30 },
   xaxis: { gridcolor: '#273041', zerolinecolor: '#3a4457', title: { text: 'sim time [s]', standoff: 4 } },
-  yaxis: { gridcolor: '#273041', zerolinecolor: '#3a4457' },
+  yaxis: { gridcolor: '#273041', zerolinecolor: '#3a4457', automargin: true }, // long tick labels (0.4207045) get room
   legend: { orientation: 'h', x: 1, xanchor: 'right', y: 1.0, yanchor: 'bottom', font: { size: 10 } },
   showlegend: true,
 };

@@ -1,8 +1,8 @@
 // The remote monitor page: frames of the remote robot and the monitor's status over /ws/remote
 // (names from lab/web/messages.py), the connect form and the limited command form.
-import { StreamSocket, FrameView, api } from './socket.js';
+import { StreamSocket, FrameView } from './socket.js';
+import { $, api, authHeader, fmt, showSim } from './util.js';
 
-const $ = (id) => document.getElementById(id);
 const view = new FrameView($('view'));
 let lastStatus = null;
 
@@ -40,12 +40,22 @@ function onStatus(s) {
   const m = s.model;
   text('r-model', m ? `${m.file} · ${m.short} · nq=${m.nq}` : '–', state === 'MISMATCH' ? 'bad' : '');
   text('r-mode', s.mode ?? '–');
+  showServerSim(s.server_sim);
   const c = s.active_control;
   text('r-control', c ? `${c.actuator} ${c.value} N·m until t=${c.expires_at.toFixed(3)} s` : 'none', c ? 'warn' : '');
   text('r-error', s.last_error ? `${s.last_error}${s.last_error_age_s !== null ? ` (${sec(s.last_error_age_s)} ago)` : ''}` : '–',
     !s.last_error ? '' : state === 'CONNECTED' ? 'warn' : 'bad');
   if (document.activeElement !== $('url') && s.url && !$('url').dataset.edited) $('url').value = s.url;
   renderEvents(s.events || []);
+}
+
+// the state server's own simulation, as of its last state: a banner over the view unless it runs
+function showServerSim(sim) {
+  showSim($('server-sim'), sim, { who: 'State server simulation', fix: 'restart the state server', resume: '' });
+  if (!sim) { text('r-sim', '–'); return; }
+  const at = sim.at === null || sim.at === undefined ? '' : ` at t=${fmt(sim.at, 1)} s`;
+  text('r-sim', `${sim.state}${at}${sim.error ? `: ${sim.error}` : ''}`,
+    sim.state === 'running' ? 'ok' : sim.state === 'paused' ? 'warn' : 'bad');
 }
 
 function renderEvents(events) {
@@ -88,7 +98,7 @@ $('control-form').addEventListener('submit', async (ev) => {
   const f = new FormData(ev.target);
   const body = { actuator: f.get('actuator'), value: Number(f.get('value')), duration_s: Number(f.get('duration_s')) };
   const raw = `{"actuator": ${JSON.stringify(body.actuator)}, "value": ${f.get('value') || 'null'}, "duration_s": ${f.get('duration_s') || 'null'}}`;
-  const res = await fetch('/api/remote/control', { method: 'POST', headers: { 'Content-Type': 'application/json', ...auth() }, body: raw });
+  const res = await fetch('/api/remote/control', { method: 'POST', headers: { 'Content-Type': 'application/json', ...authHeader() }, body: raw });
   const data = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
   if (res.status === 202) {
     show(`${res.status} accepted: ${data.actuator} ${data.value} N·m for ${data.duration_s} s\n`
@@ -110,11 +120,6 @@ function show(msg, ok) {
   const el = $('answer');
   el.textContent = msg;
   el.className = `answer ${ok ? 'ok' : 'bad'}`;
-}
-
-function auth() {
-  const t = localStorage.getItem('labToken');
-  return t ? { Authorization: `Bearer ${t}` } : {};
 }
 
 window.remoteStatus = () => lastStatus;

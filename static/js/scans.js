@@ -1,8 +1,7 @@
 // The scans page: launch form, list of scans, live detail (progress + ETA, heatmap, per-point drill-down).
 // Field names match lab/scans/manager.py (describe) and lab/web/scans_page.py.
-import { api, toast } from './socket.js';
+import { $, api, fmtValue as fmt, toast } from './util.js';
 
-const $ = (id) => document.getElementById(id);
 const KINDS = Object.fromEntries(JSON.parse($('kinds-data').textContent).map((k) => [k.name, k]));
 const MAX_POINTS = 10000;
 const STATUS_PILL = {
@@ -17,11 +16,9 @@ let metricKey = null;
 
 // ---------------------------------------------------------------- helpers
 
-function fmt(v, digits = 4) {
-  if (v === null || v === undefined || v === '') return '–';
-  if (typeof v === 'boolean') return v ? 'yes' : 'no';
-  if (typeof v === 'number') return Number.isInteger(v) ? String(v) : Number(v.toPrecision(digits)).toString();
-  return String(v);
+// "queued (#2)": a queued scan's place in the queue (1 = the next to start)
+function statusText(s) {
+  return s.status === 'queued' && s.queue_position ? `queued (#${s.queue_position})` : s.status;
 }
 
 function duration(s) {
@@ -151,7 +148,7 @@ async function refreshList() {
     tr.dataset.id = s.id;
     tr.className = s.id === selected ? 'sel' : '';
     const errs = s.counts.error ? ` <span class="pill bad">${s.counts.error} err</span>` : '';
-    tr.innerHTML = `<td>${clock(s.created_at)}</td><td>${s.kind}</td><td><span class="pill ${STATUS_PILL[s.status] || 'muted'}">${s.status}</span></td><td>${s.done}/${s.total}${errs}</td>`;
+    tr.innerHTML = `<td>${clock(s.created_at)}</td><td>${s.kind}</td><td><span class="pill ${STATUS_PILL[s.status] || 'muted'}">${statusText(s)}</span></td><td>${s.done}/${s.total}${errs}</td>`;
     tr.title = s.id;
     tr.addEventListener('click', () => select(s.id));
     body.appendChild(tr);
@@ -190,6 +187,7 @@ async function refreshDetail() {
   $('d-title').textContent = `${s.title} · ${s.id}`;
   const pill = $('d-status');
   pill.textContent = s.status;
+  pill.title = s.status === 'queued' ? statusText(s) : '';
   pill.className = `pill ${STATUS_PILL[s.status] || 'muted'}`;
   const nerr = s.counts.error;
   $('d-errors').hidden = !nerr;
@@ -221,9 +219,11 @@ function renderProgress(s) {
   bar.className = s.counts.error ? 'bar err' : 'bar';
   let label = `${s.done} / ${s.total} points (${pct.toFixed(0)} %)`;
   if (s.counts.running) label += ` · ${s.counts.running} running`;
+  if (s.status === 'queued' && s.queue_position) label += ` · ${statusText(s)}: starts when the running scan${s.max_running > 1 ? 's' : ''} end${s.max_running > 1 ? '' : 's'}`;
   if (s.status === 'running') label += s.eta_s === null ? ' · ETA after the first point' : ` · ETA ${duration(s.eta_s)}`;
   else if (s.finished_at && s.started_at) label += ` · ${s.status} after ${duration(s.finished_at - s.started_at)}`;
   if (s.counts.cancelled) label += ` · ${s.counts.cancelled} cancelled`;
+  if (s.counts.interrupted) label += ` · ${s.counts.interrupted} interrupted`;
   $('d-progress').textContent = label;
 }
 
@@ -287,7 +287,7 @@ function cellText(p, s, v) {
     return `${fmt(v, 3)}${verdict ? `<br><b>${verdict}</b>` : ''}`;
   }
   const idle = ['running', 'queued'].includes(s.status) ? '' : 'not run';
-  return { error: '<b>ERROR</b>', running: 'running…', cancelled: 'cancelled', pending: idle }[p.status] ?? p.status;
+  return { error: '<b>ERROR</b>', running: 'running…', cancelled: 'cancelled', interrupted: 'interrupted', pending: idle }[p.status] ?? p.status;
 }
 
 function renderHeatmap(s) {
@@ -307,7 +307,7 @@ function renderHeatmap(s) {
     let v = p.metrics?.[metricKey];
     if (typeof v === 'boolean') v = v ? 1 : 0;
     if (p.status === 'done' && typeof v === 'number') z[yi][xi] = v;
-    status[yi][xi] = { running: 0, error: 1, cancelled: 2 }[p.status] ?? null;
+    status[yi][xi] = { running: 0, error: 1, cancelled: 2, interrupted: 2 }[p.status] ?? null;
     tx.push(xl[xi]); ty.push(yl[yi]);
     tt.push(cellText(p, s, v));
     const verdict = p.status === 'error' ? false : p.status === 'done' && s.pass_key && s.pass_key in p.metrics ? !!p.metrics[s.pass_key] : null;

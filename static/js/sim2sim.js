@@ -1,9 +1,9 @@
 // The Sim2Sim page: both engines' live views (plus an optional overlay), modes, per-engine readouts and curves.
 // Message names follow lab/web/messages.py; metrics carry engines.<name>.* and divergence.*.
-import { StreamSocket, FrameView, api, toast } from './socket.js';
+import { StreamSocket, FrameView } from './socket.js';
 import { StripChart } from './plots.js';
+import { $, act, api, fmt, showSim } from './util.js';
 
-const $ = (id) => document.getElementById(id);
 const ENGINES = $('views').dataset.engines.split(',');
 const [A, B] = ENGINES;
 const COLORS = { mujoco: '#5fb3ff', pybullet: '#ff7a7a' };
@@ -41,8 +41,6 @@ let lastSimTime = -1;
 let currentMode = document.querySelector('#modes button.on')?.dataset.mode;
 setMode(currentMode);
 
-function fmt(v, digits) { return v === null || v === undefined || Number.isNaN(v) ? '–' : Number(v).toFixed(digits); }
-
 function addSample(m) {
   const e = m.engines;
   const d = m.divergence;
@@ -61,7 +59,8 @@ function onMetrics(m) {
     $(`r-${n}-forward_x`).textContent = fmt(e.forward_x, 4);
     $(`r-${n}-pitch_deg`).textContent = fmt(e.pitch_deg, 2);
     $(`r-${n}-max_joint_err`).textContent = fmt(e.max_joint_err, 4);
-    $(`r-${n}-support`).textContent = e.support;
+    $(`r-${n}-support`).textContent = e.fall_time === null ? e.support : 'fallen'; // on the floor: no support
+    $(`r-${n}-support`).className = e.fall_time === null ? '' : 'bad';
     $(`r-${n}-fall_time`).textContent = e.fall_time === null ? 'standing' : fmt(e.fall_time, 2);
     $(`r-${n}-fall_time`).className = e.fall_time === null ? '' : 'bad';
   }
@@ -72,13 +71,17 @@ function onMetrics(m) {
   $('d-base_dxy').textContent = fmt(d.base_dxy * 1000, 1);
   $('m-sim_time').textContent = fmt(m.sim_time, 2);
   $('m-rtf').textContent = fmt(m.rtf, 2);
-  $('m-rtf').className = m.paused ? '' : m.rtf < 0.95 ? 'warn' : 'ok';
+  const stepping = !m.sim || m.sim.state === 'running'; // paused or stopped by an error: no rtf to judge
+  $('m-rtf').className = !stepping || m.paused ? '' : m.rtf < 0.95 ? 'warn' : 'ok';
   addSample(m);
   if (m.mode !== currentMode) setMode(m.mode);
   $('pause').textContent = m.paused ? 'Resume' : 'Pause';
-  for (const v of Object.keys(views)) {
-    if (sockState[v] === 'live') showMsg(v, m.paused ? 'paused' : null);
-  }
+  showSimAll(m.sim, m.sim_time);
+}
+
+// the simulation's own state (one lockstep for both engines) over every view
+function showSimAll(sim, t) {
+  for (const v of Object.keys(views)) showSim($(`sim-${v}`), sim, { t, fix: 'press Reset both' });
 }
 
 function setMode(mode) {
@@ -108,7 +111,7 @@ const sock = new ViewSocket({
   path: `/ws?views=${ENGINES.join(',')}`,
   onFrame,
   onMetrics,
-  onStatus: (s) => { setMode(s.mode); $('preset').value = s.preset; },
+  onStatus: (s) => { setMode(s.mode); $('preset').value = s.preset; if (s.sim) showSimAll(s.sim, lastSimTime >= 0 ? lastSimTime : null); },
   onState: (state) => onState(ENGINES, state),
 });
 
@@ -134,17 +137,6 @@ setInterval(() => {
   for (const [v, fv] of Object.entries(views)) $(`fps-${v}`).textContent = `${fv.fps()} fps`;
 }, 100);
 
-async function act(fn, okMsg) {
-  try {
-    const r = await fn();
-    if (okMsg) toast(okMsg);
-    return r;
-  } catch (e) {
-    toast(e.message, 'error', e.hint);
-    return null;
-  }
-}
-
 for (const b of document.querySelectorAll('#modes button')) {
   b.addEventListener('click', () => act(async () => { const s = await api('/api/mode', { mode: b.dataset.mode }); setMode(s.mode); }));
 }
@@ -160,10 +152,5 @@ $('push-form').addEventListener('submit', (ev) => {
   for (const [k, v] of new FormData(ev.target).entries()) body[k] = Number(v);
   act(() => api('/api/push', body), `push: ${body.force_n} N for ${body.duration_s} s every ${body.period_s} s`);
 });
-
-// cross-service links keep this page's host (SSH tunnel, LAN address) and add their path
-for (const a of document.querySelectorAll('a[data-port]')) {
-  a.href = `${location.protocol}//${location.hostname}:${a.dataset.port}${a.dataset.path || '/'}`;
-}
 
 window.s2s = { sock, views, charts, setOverlay };

@@ -2,6 +2,7 @@
 //   hello   -> onHello(msg)
 //   frame   -> header, then the next binary message is that frame's JPEG -> onFrame(view, blob, header)
 //   metrics -> onMetrics(msg);  status -> onStatus(msg)
+// (api, toast and the other helpers every page shares are in util.js.)
 export class StreamSocket {
   constructor({ path = '/ws', onHello, onFrame, onMetrics, onStatus, onState } = {}) {
     this.url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}${path}`;
@@ -114,37 +115,4 @@ export class FrameView {
     while (this.times.length && now - this.times[0] > 1000) this.times.shift();
     return this.times.length;
   }
-}
-
-export async function api(path, body, method = 'POST') {
-  const res = await fetch(path, {
-    method,
-    headers: { 'Content-Type': 'application/json', ...authHeader() },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  let data = null;
-  try { data = await res.json(); } catch (e) { data = { error: `HTTP ${res.status}` }; }
-  if (!res.ok) throw Object.assign(new Error(data.error || `HTTP ${res.status}`), { hint: data.hint, status: res.status });
-  return data;
-}
-
-function authHeader() {
-  const t = localStorage.getItem('labToken');
-  return t ? { Authorization: `Bearer ${t}` } : {};
-}
-
-export function toast(message, kind = 'info', hint = '') {
-  let box = document.getElementById('toasts');
-  if (!box) {
-    box = document.createElement('div');
-    box.id = 'toasts';
-    document.body.appendChild(box);
-  }
-  const el = document.createElement('div');
-  el.className = `toast ${kind}`;
-  el.innerHTML = `<b></b><span></span>`;
-  el.querySelector('b').textContent = message;
-  el.querySelector('span').textContent = hint ? ` — ${hint}` : '';
-  box.appendChild(el);
-  setTimeout(() => el.remove(), kind === 'error' ? 7000 : 3000);
 }

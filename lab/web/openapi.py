@@ -1,0 +1,1055 @@
+"""OpenAPI 3.0.3 descriptions of the three services' HTTP APIs, served at ``GET /api/openapi.json``.
+
+One dict per service, built by :func:`build_spec` from the same constants the handlers check (push
+limits, real-time factor range, control limits, render presets, scan kinds), so a limit changed in
+the code changes here too. ``register(app)`` adds the route; :func:`lab.web.common.register_common`
+calls it for every app it sets up. The service is found when the spec is asked for: the app's
+``LAB_SERVICE`` config key, else what the app holds (``extensions["state_sim"]``: the state server,
+``"sim2sim"``, ``"lab"``), else the app's name.
+
+Every error is ``{"error": str, "hint": str}`` (the state server adds ``"status": "rejected"`` to a
+refused control; the Lab's remote proxy adds ``remote_url``/``remote_status``). Statuses other
+engineers' request checks may answer on any route are described too: 401 (missing or wrong bearer
+token, only when the service was started with ``--token``), 403 (Origin/Host refused), 413 (body too
+large), 415 (a body that is not ``application/json``). WebSocket routes are not HTTP operations;
+they are listed under ``x-websockets``.
+"""
+
+import copy
+
+from flask import current_app, jsonify
+
+OPENAPI_PATH = "/api/openapi.json"
+SERVICES = ("lab", "sim2sim", "state-server")
+TITLES = {
+    "lab": "Humanoid Sim Lab: the Lab (:8765)",
+    "sim2sim": "Sim2Sim (:8767)",
+    "state-server": "State server (:8766)",
+}
+
+JSON = "application/json"
+NUM = {"type": "number"}
+NUM_N = {"type": "number", "nullable": True}
+INT = {"type": "integer"}
+INT_N = {"type": "integer", "nullable": True}
+STR = {"type": "string"}
+STR_N = {"type": "string", "nullable": True}
+BOOL = {"type": "boolean"}
+OBJ = {"type": "object"}
+OBJ_N = {"type": "object", "nullable": True}
+
+
+def ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def obj(props: dict, required=None, extra: bool = True, nullable: bool = False) -> dict:
+    """An object schema; ``required`` defaults to every listed property."""
+    s = {"type": "object", "properties": props, "required": list(props) if required is None else list(required)}
+    if not s["required"]:
+        del s["required"]
+    if not extra:
+        s["additionalProperties"] = False
+    if nullable:
+        s["nullable"] = True
+    return s
+
+
+def arr(items: dict, n: int | None = None, nullable: bool = False) -> dict:
+    s = {"type": "array", "items": items}
+    if n is not None:
+        s["minItems"] = s["maxItems"] = n
+    if nullable:
+        s["nullable"] = True
+    return s
+
+
+def rng(lo: float, hi: float, **kw) -> dict:
+    return {"type": "number", "minimum": lo, "maximum": hi, **kw}
+
+
+# ---------------------------------------------------------------- components shared by every service
+
+ERROR_STATUSES = {
+    400: "bad input: malformed JSON, not an object, a missing/unknown field, a value outside its range",
+    401: "missing or wrong bearer token (only when the service was started with --token)",
+    403: "request refused: Origin or Host not allowed",
+    404: "no such route or resource",
+    405: "method not allowed on this path",
+    409: "conflict with the current state",
+    413: "request body too large",
+    415: "unsupported media type: send Content-Type: application/json",
+    502: "the state server cannot be reached",
+    503: "the service is stopping",
+}
+RESPONSE_NAMES = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    413: "PayloadTooLarge",
+    415: "UnsupportedMediaType",
+    502: "BadGateway",
+    503: "Unavailable",
+}
+
+
+def _common_components() -> dict:
+    error = obj({"error": STR, "hint": STR}, extra=True)
+    error["description"] = "Every refusal: what was wrong and what to do."
+    return {
+        "schemas": {
+            "Error": error,
+            "Identity": obj(
+                {
+                    "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                    "short": STR,
+                    "file": STR,
+                    "mujoco": STR,
+                    "nq": INT,
+                    "nv": INT,
+                    "nu": INT,
+                }
+            ),
+            "SimInfo": obj(
+                {
+                    "state": {"type": "string", "enum": ["running", "paused", "error", "diverged"]},
+                    "error": STR_N,
+                    "at": NUM_N,
+                    "resets": INT,
+                }
+            ),
+        },
+        "responses": {
+            RESPONSE_NAMES[c]: {"description": d, "content": {JSON: {"schema": ref("Error")}}}
+            for c, d in ERROR_STATUSES.items()
+        },
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "the --token value"}},
+    }
+
+
+def _errors(*codes) -> dict:
+    return {str(c): {"$ref": f"#/components/responses/{RESPONSE_NAMES[c]}"} for c in codes}
+
+
+def _json_ok(schema: dict, description: str = "OK", status: int = 200) -> dict:
+    return {str(status): {"description": description, "content": {JSON: {"schema": schema}}}}
+
+
+def _body(schema: dict, required: bool = True) -> dict:
+    return {"required": required, "content": {JSON: {"schema": schema}}}
+
+
+def op(
+    summary: str,
+    responses: dict,
+    *,
+    body=None,
+    params=None,
+    token: bool = False,
+    post: bool = False,
+    op_id: str = "",
+    tags=(),
+) -> dict:
+    """One operation; every one may answer 403 and 405, a POST also 413/415, a guarded one 401."""
+    codes = [403, 405]
+    if post:
+        codes += [413, 415]
+    if token:
+        codes.append(401)
+    out = {"summary": summary, "operationId": op_id, "responses": {**responses, **_errors(*codes)}}
+    if tags:
+        out["tags"] = list(tags)
+    if body is not None:
+        out["requestBody"] = body
+    if params:
+        out["parameters"] = params
+    if token:
+        out["security"] = [{}, {"bearer": []}]
+    return out
+
+
+def _sort_responses(spec: dict) -> dict:
+    for item in spec["paths"].values():
+        for o in item.values():
+            o["responses"] = dict(sorted(o["responses"].items()))
+    return spec
+
+
+def _html(summary: str, op_id: str) -> dict:
+    return {
+        "get": op(
+            summary,
+            {"200": {"description": "the page", "content": {"text/html": {"schema": STR}}}},
+            op_id=op_id,
+            tags=["pages"],
+        )
+    }
+
+
+# ---------------------------------------------------------------- the Lab and Sim2Sim control API
+
+
+def _push_props() -> dict:
+    from lab.control.modes import PushParams
+
+    units = {
+        "force_n": "N along +x on the torso",
+        "duration_s": "s",
+        "period_s": "s",
+        "first_s": "s after the mode starts",
+    }
+    return {k: rng(lo, hi, description=units[k]) for k, (lo, hi) in PushParams.LIMITS.items()}
+
+
+def _metrics_schema(engine_extra: bool = False) -> dict:
+    props = {
+        "sim_time": NUM,
+        "pelvis_z": NUM_N,
+        "forward_x": NUM_N,
+        "pitch_deg": NUM_N,
+        "roll_deg": NUM_N,
+        "max_joint_err": NUM_N,
+        "com": arr(NUM_N, nullable=True),
+        "cop": arr(NUM_N, nullable=True),
+        "support": {"type": "string", "enum": ["none", "left", "right", "double"]},
+        "margin": NUM_N,
+        "pelvis_z_target": NUM_N,
+        "push": BOOL,
+    }
+    s = obj(props, required=["sim_time", "pelvis_z", "support"])
+    s["properties"]["extras"] = OBJ
+    if engine_extra:
+        s["properties"]["fall_time"] = NUM_N
+    return s
+
+
+def _stream_stats() -> dict:
+    return obj(
+        {
+            "view": STR,
+            "fps": NUM,
+            "fps_target": NUM,
+            "renders": INT,
+            "render_ms": NUM_N,
+            "encode_ms": NUM_N,
+            "subscribers": INT,
+            "error": STR_N,
+        }
+    )
+
+
+def _control_paths(service: str, modes: list, status_ref: dict, metrics_schema: dict) -> dict:
+    from lab.render.renderer import PRESETS
+
+    push = _push_props()
+    push_obj = obj(dict(push), required=[], extra=False)
+    mode_body = obj(
+        {"mode": {"type": "string", "enum": list(modes)}, **copy.deepcopy(push)}, required=["mode"], extra=False
+    )
+    mode_body["description"] = "a mode, optionally with new push settings; duration_s must be shorter than period_s"
+    push_obj["description"] = "any subset of the push settings; duration_s must be shorter than period_s"
+    t = [service]
+    paths = {
+        "/api/status": {"get": op("status", _json_ok(status_ref), op_id=f"{service}_status", tags=t)},
+        "/api/metrics": {
+            "get": op("latest metrics sample", _json_ok(metrics_schema), op_id=f"{service}_metrics", tags=t)
+        },
+        "/api/history": {
+            "get": op(
+                "samples after sim time `since`",
+                {**_json_ok(obj({"samples": arr(OBJ)})), **_errors(400)},
+                params=[
+                    {"name": "since", "in": "query", "required": False, "description": "sim time [s]", "schema": NUM}
+                ],
+                op_id=f"{service}_history",
+                tags=t,
+            )
+        },
+        "/api/mode": {
+            "post": op(
+                "switch mode (zero is never blocked by the token)",
+                {**_json_ok(status_ref), **_errors(400)},
+                body=_body(mode_body),
+                token=True,
+                post=True,
+                op_id=f"{service}_mode",
+                tags=t,
+            )
+        },
+        "/api/push": {
+            "post": op(
+                "change the push",
+                {**_json_ok(obj({"push": obj(push)})), **_errors(400)},
+                body=_body(push_obj),
+                token=True,
+                post=True,
+                op_id=f"{service}_push",
+                tags=t,
+            )
+        },
+        "/api/reset": {
+            "post": op(
+                "back to the start state, time 0",
+                _json_ok(status_ref),
+                token=True,
+                post=True,
+                op_id=f"{service}_reset",
+                tags=t,
+            )
+        },
+        "/api/pause": {
+            "post": op(
+                "pause or resume (pausing is never blocked by the token)",
+                {**_json_ok(status_ref), **_errors(400)},
+                body=_body(obj({"paused": BOOL}, extra=True)),
+                token=True,
+                post=True,
+                op_id=f"{service}_pause",
+                tags=t,
+            )
+        },
+        "/api/render": {
+            "post": op(
+                "render quality preset",
+                {**_json_ok(status_ref), **_errors(400)},
+                body=_body(obj({"preset": {"type": "string", "enum": list(PRESETS)}}, extra=True)),
+                token=True,
+                post=True,
+                op_id=f"{service}_render",
+                tags=t,
+            )
+        },
+    }
+    return paths
+
+
+def _runner_status_props(modes: list) -> dict:
+    return {
+        "service": STR,
+        "mode": {"type": "string", "enum": list(modes)},
+        "modes": arr(STR),
+        "sim": ref("SimInfo"),
+        "paused": BOOL,
+        "sim_time": NUM,
+        "rtf": NUM,
+        "rtf_target": NUM,
+        "push": obj(_push_props()),
+        "identity": ref("Identity"),
+        "model": obj({"file": STR, "nq": INT, "nv": INT, "nu": INT}, extra=True),
+        "auth": BOOL,
+    }
+
+
+def lab_spec(modes: list, remote: bool = True, scans: bool = True, app=None) -> dict:
+    from lab.runtime.realtime import RTF_RANGE
+
+    comps = _common_components()
+    status_props = _runner_status_props(modes)
+    status_props.update(
+        fall_time=NUM_N,
+        render=obj(
+            {
+                "width": INT,
+                "height": INT,
+                "preset": STR,
+                "presets": arr(STR),
+                "default_preset": STR,
+                "gl": obj({"renderer": STR_N, "software": BOOL}, extra=True),
+                "fps": NUM,
+                "renders": INT,
+                "render_ms": NUM_N,
+                "encode_ms": NUM_N,
+                "subscribers": INT,
+            }
+        ),
+        links=OBJ,
+    )
+    comps["schemas"]["LabStatus"] = obj(status_props)
+    metrics = _metrics_schema()
+    metrics["properties"].update(rtf=NUM, mode=STR, paused=BOOL, fall_time=NUM_N, sim=ref("SimInfo"))
+    metrics["required"] += ["rtf", "mode", "paused", "sim"]
+    status_ref = ref("LabStatus")
+    paths = {"/": _html("the Lab page", "lab_page")}
+    paths.update(_control_paths("lab", modes, status_ref, metrics))
+    lo, hi = RTF_RANGE
+    paths["/api/rtf"] = {
+        "post": op(
+            "real-time factor the simulation is paced to",
+            {**_json_ok(status_ref), **_errors(400)},
+            body=_body(obj({"rtf": rng(lo, hi)}, extra=True)),
+            token=True,
+            post=True,
+            op_id="lab_rtf",
+            tags=["lab"],
+        )
+    }
+    if remote:
+        paths.update(_remote_paths(comps))
+    if scans:
+        paths.update(_scan_paths(comps, app))
+    ws = {"/ws": "frames (binary JPEG after a text header), metrics at 25 Hz, status (lab/web/messages.py)"}
+    if remote:
+        ws["/ws/remote"] = "frames of the remote robot and the monitor status at 10 Hz"
+    return _spec("lab", paths, comps, ws)
+
+
+def sim2sim_spec(modes: list) -> dict:
+    comps = _common_components()
+    status_props = _runner_status_props(modes)
+    engine = obj({"name": STR, "version": STR, "dt": NUM, "total_mass": NUM_N, "sim_time": NUM, "label": STR})
+    status_props.update(
+        engines={"type": "object", "additionalProperties": engine},
+        mass_warning=STR_N,
+        error=STR_N,
+        control=obj({"law": STR, "gravity_ff": BOOL, "gravity_ff_requested": BOOL, "tick_s": NUM}),
+        render=obj(
+            {
+                "width": INT,
+                "height": INT,
+                "fps": NUM,
+                "preset": STR,
+                "presets": arr(STR),
+                "default_preset": STR,
+                "gl": OBJ,
+                "views": {"type": "object", "additionalProperties": _stream_stats()},
+                "labels": {"type": "object", "additionalProperties": STR},
+            }
+        ),
+    )
+    comps["schemas"]["Sim2SimStatus"] = obj(status_props)
+    metrics = obj(
+        {
+            "sim_time": NUM,
+            "mode": STR,
+            "push": BOOL,
+            "engines": {"type": "object", "additionalProperties": _metrics_schema(engine_extra=True)},
+            "divergence": obj(
+                {
+                    "sim_time": NUM,
+                    "pelvis_dz": NUM_N,
+                    "joint_rms": NUM_N,
+                    "joint_max": NUM_N,
+                    "base_dxy": NUM_N,
+                    "pitch_diff_deg": NUM_N,
+                }
+            ),
+            "rtf": NUM,
+            "paused": BOOL,
+            "resets": INT,
+            "sim": ref("SimInfo"),
+            "fps": {"type": "object", "additionalProperties": NUM},
+        }
+    )
+    paths = {"/": _html("the Sim2Sim page", "sim2sim_page")}
+    paths.update(_control_paths("sim2sim", modes, ref("Sim2SimStatus"), metrics))
+    ws = {"/ws?views=mujoco,pybullet[,overlay]": "frames tagged by view, metrics at 25 Hz; unknown view -> error"}
+    return _spec("sim2sim", paths, comps, ws)
+
+
+# ---------------------------------------------------------------- the remote monitor (on the Lab)
+
+
+def _control_body(allowed, duration_max: float, demo: float) -> dict:
+    s = obj(
+        {
+            "actuator": {"type": "string", "enum": list(allowed)} if allowed else STR,
+            "value": rng(-demo, demo, description="torque [N·m], inside the model ctrlrange and the demo limit"),
+            "duration_s": {
+                "type": "number",
+                "minimum": 0,
+                "exclusiveMinimum": True,
+                "maximum": duration_max,
+                "description": "seconds of simulation time",
+            },
+        },
+        extra=False,
+    )
+    s["description"] = "one self-expiring actuator command"
+    return s
+
+
+def _accepted_schema() -> dict:
+    return obj(
+        {
+            "status": {"type": "string", "enum": ["accepted"]},
+            "id": INT,
+            "actuator": STR,
+            "value": NUM,
+            "duration_s": NUM,
+            "start_time": NUM,
+            "expires_at": NUM,
+            "model_range": arr(NUM_N, 2),
+            "demo_range": arr(NUM, 2),
+            "server_instance_id": STR,
+        }
+    )
+
+
+def _command_schema(nullable: bool = True) -> dict:
+    return obj(
+        {"id": INT, "actuator": STR, "value": NUM, "duration_s": NUM, "start_time": NUM, "expires_at": NUM},
+        nullable=nullable,
+    )
+
+
+def _remote_paths(comps: dict) -> dict:
+    from lab.remote.protocol import DEFAULT_ALLOWED, DEMO_LIMIT, MAX_DURATION_S
+
+    states = ["CONNECTED", "STALE", "DISCONNECTED", "MISMATCH"]
+    comps["schemas"]["RemoteStatus"] = obj(
+        {
+            "state": {"type": "string", "enum": states},
+            "url": STR_N,
+            "state_age_s": NUM_N,
+            "sequence": INT_N,
+            "simulation_time": NUM_N,
+            "server_instance_id": STR_N,
+            "model": OBJ_N,
+            "local_identity": ref("Identity"),
+            "mode": STR_N,
+            "active_control": OBJ_N,
+            "last_error": STR_N,
+            "mismatch": STR_N,
+            "sequence_backwards": INT,
+            "updates_per_s": NUM,
+            "events": arr(obj({"t": NUM, "kind": STR, "text": STR})),
+            "live": BOOL,
+            "local_dynamics": {"type": "string", "enum": ["disabled"]},
+            "allowed_actuators": arr(STR),
+            "demo_range": arr(NUM, 2),
+            "max_duration_s": NUM,
+            "render": _stream_stats(),
+        }
+    )
+    proxied = {"remote_url": STR, "remote_status": INT}
+    remote_error = copy.deepcopy(comps["schemas"]["Error"])
+    remote_error["properties"].update(proxied)
+    comps["schemas"]["RemoteError"] = remote_error
+    accepted = _accepted_schema()
+    accepted["properties"].update(proxied)
+    accepted["required"] += list(proxied)
+
+    def proxied_error(code):
+        return {
+            str(code): {
+                "description": f"{ERROR_STATUSES[code]} (the state server's answer, or the Lab's own)",
+                "content": {JSON: {"schema": ref("RemoteError")}},
+            }
+        }
+
+    stopped = obj({"status": {"type": "string", "enum": ["stopped"]}, "cancelled": _command_schema(), **proxied})
+    t = ["remote"]
+    return {
+        "/remote": _html("the remote monitor page", "remote_page"),
+        "/api/remote/status": {
+            "get": op(
+                "the monitor's view of the state server", _json_ok(ref("RemoteStatus")), op_id="remote_status", tags=t
+            )
+        },
+        "/api/remote/connect": {
+            "post": op(
+                "watch another state server",
+                {**_json_ok(ref("RemoteStatus")), **_errors(400)},
+                body=_body(
+                    obj({"url": {"type": "string", "minLength": 1, "example": "http://127.0.0.1:8766"}}, extra=True)
+                ),
+                token=True,
+                post=True,
+                op_id="remote_connect",
+                tags=t,
+            )
+        },
+        "/api/remote/control": {
+            "post": op(
+                "forward a command to the state server (its status code and answer come back)",
+                {
+                    "202": {"description": "accepted by the state server", "content": {JSON: {"schema": accepted}}},
+                    **proxied_error(400),
+                    **proxied_error(409),
+                    **proxied_error(413),
+                    **_errors(502),
+                },
+                body=_body(_control_body(DEFAULT_ALLOWED, MAX_DURATION_S, DEMO_LIMIT)),
+                token=True,
+                post=True,
+                op_id="remote_control",
+                tags=t,
+            )
+        },
+        "/api/remote/stop": {
+            "post": op(
+                "cancel the state server's active command (never blocked by the token)",
+                {**_json_ok(stopped), **_errors(409, 502)},
+                post=True,
+                op_id="remote_stop",
+                tags=t,
+            )
+        },
+    }
+
+
+# ---------------------------------------------------------------- scans (on the Lab)
+
+
+def scan_kinds(app=None) -> dict:
+    """name -> ScanKind: the app's scan manager's table if it has one, else the built-in registry."""
+    manager = app.extensions.get("scans") if app is not None else None
+    for attr in ("kinds", "_kinds"):
+        table = getattr(manager, attr, None)
+        if isinstance(table, dict) and table:
+            return table
+    try:
+        from lab.scans.registry import KINDS
+    except ImportError:
+        from lab.scans.kinds import KINDS
+    return KINDS
+
+
+def _scan_paths(comps: dict, app=None) -> dict:
+    from lab.scans import kinds as kinds_mod
+
+    table = scan_kinds(app)
+    max_points = getattr(kinds_mod, "MAX_POINTS", 10_000)
+    kinds = list(table)
+    param_names = sorted({p.name for k in table.values() for p in k.params})
+    values = {
+        "oneOf": [
+            {"type": "array", "items": {"oneOf": [NUM, STR]}, "minItems": 1},
+            NUM,
+            {"type": "string", "description": 'a list "a, b, c" or a range "start:stop:step"'},
+        ]
+    }
+    create = obj(
+        {
+            "kind": {"type": "string", "enum": kinds},
+            "grid": {
+                "type": "object",
+                "minProperties": 1,
+                "properties": {n: values for n in param_names},
+                "additionalProperties": False,
+                "description": f"parameter -> values; at most {max_points} points; "
+                "the parameters of the kind (GET /api/scans/kinds)",
+            },
+            "executor": {"type": "string", "enum": ["local", "ray"]},
+            "workers": {"type": "integer", "minimum": 1, "maximum": 256},
+            "address": {"type": "string", "minLength": 1, "description": "ray only: 'auto' or 'ray://head:10001'"},
+            "timeout_s": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 86400},
+        },
+        required=["kind", "grid"],
+        extra=False,
+    )
+    comps["schemas"]["ScanCreate"] = create
+    counts = obj({k: INT for k in ("pending", "running", "done", "error", "cancelled")}, extra=True)
+    status_enum = {"type": "string"}
+    brief = obj(
+        {
+            "id": STR,
+            "kind": STR,
+            "status": status_enum,
+            "total": INT,
+            "done": INT,
+            "progress": NUM,
+            "counts": counts,
+            "grid": OBJ,
+            "fixed": OBJ,
+            "executor": STR,
+            "workers": INT_N,
+            "eta_s": NUM_N,
+            "elapsed_s": NUM_N,
+        },
+        extra=True,
+    )
+    comps["schemas"]["ScanBrief"] = brief
+    point_rec = obj(
+        {"index": INT, "params": OBJ, "status": STR, "metrics": OBJ, "error": STR, "attempts": INT}, extra=True
+    )
+    full = copy.deepcopy(brief)
+    full["properties"].update(points=arr(point_rec), summary=OBJ)
+    full["required"] += ["points", "summary"]
+    comps["schemas"]["Scan"] = full
+    point = copy.deepcopy(point_rec)
+    point["properties"].update(files=arr(STR), figure=STR_N, output_tail=STR)
+    point["required"] += ["files", "figure"]
+    kind_schema = obj(
+        {
+            "name": STR,
+            "title": STR,
+            "description": STR,
+            "params": arr(
+                obj({"name": STR, "default": NUM, "min": NUM, "max": NUM, "unit": STR, "integer": BOOL}, extra=True)
+            ),
+            "metrics": arr(OBJ),
+            "available": BOOL,
+            "hidden": BOOL,
+            "timeout_s": NUM,
+        },
+        extra=True,
+    )
+    sid = {"name": "scan_id", "in": "path", "required": True, "schema": STR}
+    idx = {"name": "index", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
+    name = {"name": "name", "in": "path", "required": True, "schema": STR}
+    t = ["scans"]
+    files = {
+        m: {"schema": STR} for m in ("image/png", "text/csv", "text/plain", "text/html", "application/octet-stream")
+    }
+    files[JSON] = {"schema": {}}
+    return {
+        "/scans": _html("the scans page", "scans_page"),
+        "/api/scans/kinds": {
+            "get": op(
+                "scan kinds: parameters with defaults and limits, metrics",
+                _json_ok(obj({"kinds": arr(kind_schema), "max_points": INT, "executors": arr(STR)})),
+                op_id="scan_kinds",
+                tags=t,
+            )
+        },
+        "/api/scans": {
+            "get": op(
+                "every scan, newest first, without points",
+                _json_ok(obj({"scans": arr(ref("ScanBrief"))})),
+                op_id="scan_list",
+                tags=t,
+            ),
+            "post": op(
+                "launch a scan (each point in its own process)",
+                {**_json_ok(ref("Scan"), "created", 201), **_errors(400, 503)},
+                body=_body(ref("ScanCreate")),
+                token=True,
+                post=True,
+                op_id="scan_create",
+                tags=t,
+            ),
+        },
+        "/api/scans/{scan_id}": {
+            "get": op(
+                "one scan with its points",
+                {**_json_ok(ref("Scan")), **_errors(404)},
+                params=[sid],
+                op_id="scan_get",
+                tags=t,
+            )
+        },
+        "/api/scans/{scan_id}/cancel": {
+            "post": op(
+                "stop a queued or running scan",
+                {**_json_ok(ref("Scan")), **_errors(404, 409)},
+                params=[sid],
+                token=True,
+                post=True,
+                op_id="scan_cancel",
+                tags=t,
+            )
+        },
+        "/api/scans/{scan_id}/resume": {
+            "post": op(
+                "run the unfinished points again",
+                {**_json_ok(ref("Scan")), **_errors(400, 404, 409)},
+                params=[sid],
+                body=_body(
+                    obj(
+                        {
+                            "retry_errors": BOOL,
+                            "executor": {"type": "string", "enum": ["local", "ray"]},
+                            "workers": {"type": "integer", "minimum": 1, "maximum": 256},
+                            "address": STR,
+                        },
+                        required=[],
+                        extra=False,
+                    ),
+                    required=False,
+                ),
+                token=True,
+                post=True,
+                op_id="scan_resume",
+                tags=t,
+            )
+        },
+        "/api/scans/{scan_id}/results.csv": {
+            "get": op(
+                "the aggregated table as CSV",
+                {"200": {"description": "CSV", "content": {"text/csv": {"schema": STR}}}, **_errors(404)},
+                params=[sid],
+                op_id="scan_results_csv",
+                tags=t,
+            )
+        },
+        "/api/scans/{scan_id}/results.json": {
+            "get": op(
+                "the aggregated table as JSON",
+                {
+                    **_json_ok(obj({"id": STR, "kind": STR, "columns": arr(STR), "rows": arr(OBJ)}, extra=True)),
+                    **_errors(404),
+                },
+                params=[sid],
+                op_id="scan_results_json",
+                tags=t,
+            )
+        },
+        "/api/scans/{scan_id}/points/{index}": {
+            "get": op(
+                "one point's record, its files and output tail",
+                {**_json_ok(point), **_errors(404)},
+                params=[sid, idx],
+                op_id="scan_point",
+                tags=t,
+            )
+        },
+        "/api/scans/{scan_id}/points/{index}/{name}": {
+            "get": op(
+                "one of a point's files",
+                {"200": {"description": "the file", "content": files}, **_errors(404)},
+                params=[sid, idx, name],
+                op_id="scan_point_file",
+                tags=t,
+            )
+        },
+    }
+
+
+# ---------------------------------------------------------------- the state server
+
+
+def state_server_spec(allowed=None, actuator_names=None) -> dict:
+    from lab.remote.protocol import API, DEFAULT_ALLOWED, DEMO_LIMIT, MAX_BODY_BYTES, MAX_DURATION_S
+
+    allowed = list(DEFAULT_ALLOWED if allowed is None else allowed)
+    comps = _common_components()
+    rejected = copy.deepcopy(comps["schemas"]["Error"])
+    rejected["properties"]["status"] = {"type": "string", "enum": ["rejected"]}
+    comps["schemas"]["Rejected"] = rejected
+
+    def rej(code, extra=""):
+        return {
+            str(code): {"description": ERROR_STATUSES[code] + extra, "content": {JSON: {"schema": ref("Rejected")}}}
+        }
+
+    ident = ref("Identity")
+    health = obj(
+        {
+            "status": {"type": "string", "enum": ["ok", "stopped"]},
+            "sim": ref("SimInfo"),
+            "server_instance_id": STR,
+            "model": ident,
+            "mujoco": STR,
+            "nq": INT,
+            "nv": INT,
+            "nu": INT,
+            "timestep": NUM,
+            "mode": STR,
+            "simulation_time": NUM,
+            "sequence": INT,
+            "real_time_factor": NUM_N,
+            "actuator_names": arr(STR),
+            "allowed_actuators": arr(
+                obj(
+                    {
+                        "name": STR,
+                        "index": INT,
+                        "joint": STR,
+                        "qpos_index": INT,
+                        "dof_index": INT,
+                        "ctrlrange": arr(NUM_N, 2),
+                        "demo_range": arr(NUM, 2),
+                    }
+                )
+            ),
+            "demo_range": arr(NUM, 2),
+            "max_duration_s": NUM,
+            "publish_hz": NUM,
+            "stream_hz": NUM,
+        }
+    )
+    last = obj(
+        {
+            "id": INT,
+            "actuator": STR,
+            "value": NUM,
+            "duration_s": NUM,
+            "start_time": NUM,
+            "expires_at": NUM,
+            "ended_at": NUM,
+            "ended": STR,
+        },
+        extra=True,
+        nullable=True,
+    )
+    state = obj(
+        {
+            "type": {"type": "string", "enum": ["state"]},
+            "sequence": {"type": "integer", "minimum": 0},
+            "simulation_time": NUM,
+            "wall_time": NUM,
+            "server_instance_id": STR,
+            "model": ident,
+            "mode": STR,
+            "qpos": arr(NUM),
+            "qvel": arr(NUM),
+            "ctrl": arr(NUM),
+            "active_control": _command_schema(),
+            "last_control": last,
+        },
+        required=[
+            "type",
+            "sequence",
+            "simulation_time",
+            "wall_time",
+            "server_instance_id",
+            "model",
+            "mode",
+            "qpos",
+            "qvel",
+            "ctrl",
+            "active_control",
+        ],
+    )
+    stopped = obj({"status": {"type": "string", "enum": ["stopped"]}, "cancelled": _command_schema()})
+    body = _control_body(allowed, MAX_DURATION_S, DEMO_LIMIT)
+    body["description"] += f"; a body over {MAX_BODY_BYTES} bytes is refused (413)"
+    t = ["state-server"]
+    paths = {
+        f"{API}/health": {"get": op("health, identity, limits", _json_ok(health), op_id="health", tags=t)},
+        f"{API}/state": {"get": op("the latest published state", _json_ok(state), op_id="state", tags=t)},
+        f"{API}/control": {
+            "post": op(
+                "one limited, self-expiring actuator command",
+                {
+                    "202": {"description": "accepted", "content": {JSON: {"schema": _accepted_schema()}}},
+                    **rej(400),
+                    **rej(401),
+                    **rej(409, ": a command is already active"),
+                    **rej(413),
+                },
+                body=_body(body),
+                token=True,
+                post=True,
+                op_id="control",
+                tags=t,
+            )
+        },
+        f"{API}/control/stop": {
+            "post": op(
+                "cancel the active command at once (never needs the token)",
+                _json_ok(stopped),
+                post=True,
+                op_id="control_stop",
+                tags=t,
+            )
+        },
+    }
+    ws = {f"{API}/stream?hz=100": "one text message per state (the GET state shape) at hz (1..200)"}
+    return _spec("state-server", paths, comps, ws)
+
+
+# ---------------------------------------------------------------- assembly and serving
+
+
+def _vendor() -> dict:
+    return {
+        "get": op(
+            "Plotly, from the installed package",
+            {"200": {"description": "JavaScript", "content": {"text/javascript": {"schema": STR}}}},
+            op_id="vendor_plotly",
+            tags=["pages"],
+        )
+    }
+
+
+def _static() -> dict:
+    types = ("text/javascript", "text/css", "image/png", "image/svg+xml", "text/plain", "application/octet-stream")
+    found = {"description": "the file", "content": {t: {"schema": STR} for t in types}}
+    missing = {
+        "description": "no such file (an HTML page, or JSON when the client accepts only JSON)",
+        "content": {"text/html": {"schema": STR}, JSON: {"schema": ref("Error")}},
+    }
+    params = [{"name": "filename", "in": "path", "required": True, "schema": STR}]
+    return {
+        "get": op(
+            "the pages' scripts and styles",
+            {"200": found, "404": missing},
+            params=params,
+            op_id="static",
+            tags=["pages"],
+        )
+    }
+
+
+def _spec(service: str, paths: dict, comps: dict, websockets: dict) -> dict:
+    paths[OPENAPI_PATH] = {
+        "get": op("this description (OpenAPI 3.0.3)", _json_ok(OBJ), op_id=f"{service}_openapi", tags=["meta"])
+    }
+    spec = {
+        "openapi": "3.0.3",
+        "info": {
+            "title": TITLES[service],
+            "version": "1",
+            "description": 'All JSON. Errors are 4xx {"error", "hint"}. With --token, state changes need '
+            "'Authorization: Bearer TOKEN' (stopping never does). WebSocket routes: see x-websockets.",
+        },
+        "paths": paths,
+        "components": comps,
+        "x-service": service,
+        "x-websockets": websockets,
+    }
+    return _sort_responses(spec)
+
+
+def service_of(app) -> str:
+    """``lab``, ``sim2sim`` or ``state-server`` for ``app``."""
+    svc = app.config.get("LAB_SERVICE")
+    if svc in SERVICES:
+        return svc
+    if app.name in SERVICES:
+        return app.name
+    if "state_sim" in app.extensions:
+        return "state-server"
+    if "sim2sim" in app.extensions or app.name == "sim2sim":
+        return "sim2sim"
+    if "lab" in app.extensions or app.name == "lab":
+        return "lab"
+    return "state-server" if "state_server" in app.name else app.name
+
+
+def build_spec(service: str, app=None) -> dict:
+    """The OpenAPI dict of ``service``; with ``app``, enums (modes, actuators) and routes are the app's own."""
+    spec = _build(service, app)
+    if app is None or "vendor" in app.blueprints:  # register_common serves Plotly on every service
+        spec["paths"]["/vendor/plotly.min.js"] = _vendor()
+    if app is None or "static" in app.view_functions:
+        spec["paths"]["/static/{filename}"] = _static()
+    return spec
+
+
+def _build(service: str, app=None) -> dict:
+    ext = app.extensions if app is not None else {}
+    if service == "lab":
+        from lab.runtime.modes import LAB_MODES
+
+        session = ext.get("lab", {}).get("session")
+        modes = list(session.modes) if session is not None else list(LAB_MODES)
+        bps = app.blueprints if app is not None else {"remote": 1, "scans": 1}
+        return lab_spec(modes, remote="remote" in bps, scans="scans" in bps, app=app)
+    if service == "sim2sim":
+        from lab.runtime.lockstep import LOCKSTEP_MODES
+
+        return sim2sim_spec(list(LOCKSTEP_MODES))
+    if service == "state-server":
+        sim = ext.get("state_sim")
+        return state_server_spec(list(sim.allowed) if sim is not None else None)
+    raise ValueError(f"unknown service {service!r}; one of {', '.join(SERVICES)}")
+
+
+def _openapi_json():
+    app = current_app._get_current_object()
+    spec = app.extensions.get("lab_openapi_spec")
+    if spec is None:
+        spec = app.extensions["lab_openapi_spec"] = build_spec(service_of(app), app)
+    return jsonify(spec)
+
+
+def register(app) -> None:
+    """Serve ``GET /api/openapi.json`` on ``app`` (once; calling again does nothing)."""
+    if "openapi_json" not in app.view_functions:
+        app.add_url_rule(OPENAPI_PATH, "openapi_json", _openapi_json, methods=["GET"])
