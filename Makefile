@@ -2,8 +2,6 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt scripts/install_system.sh | sha1sum | cut -c1-12)
-export MUJOCO_GL ?= egl
-export PYOPENGL_PLATFORM ?= egl
 
 .PHONY: run test lint format bench setup clean
 

@@ -33,8 +33,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("MUJOCO_GL", "egl")  # before mujoco is imported
 
+import lab  # noqa: E402, F401  (EGL is chosen there, before anything imports mujoco)
+
+# isort: split
 import mujoco  # noqa: E402
 import pybullet as pb  # noqa: E402
 
@@ -221,7 +223,7 @@ def live(seconds: float, warmup: float, clients: int, fps: float, width: int, he
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+    env = dict(os.environ)
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "app.py"), "sim2sim", "--port", str(port), "--fps", str(fps)],
         cwd=ROOT,

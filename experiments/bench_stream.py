@@ -109,7 +109,7 @@ def measure(base, ws_url, n_clients, warmup, seconds):
 def run_server(args, cap):
     """One Lab process at frame-rate cap ``cap``; every preset x client count measured against it."""
     port = free_port()
-    env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+    env = dict(os.environ)
     proc = subprocess.Popen(
         [
             sys.executable,

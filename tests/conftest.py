@@ -1,21 +1,18 @@
 """Shared fixtures: the real model loaded once, real servers on free ports, real Chromium."""
 
 import json
-import os
 import socket
 import sys
 import time
 from pathlib import Path
-
-os.environ.setdefault("MUJOCO_GL", "egl")
-if os.environ["MUJOCO_GL"] == "egl":
-    os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 
 import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+import lab  # noqa: E402, F401  (chooses EGL, the one place that does, before any test imports mujoco)
+
 SCREENSHOTS = ROOT / "results" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
