@@ -4,12 +4,11 @@ registry has two test modes that fail: one raises, one gives NaN targets)."""
 import re
 import time
 
-import numpy as np
 import pytest
 import requests
 
-from lab.control.modes import Command, Mode
 from tests.conftest import SCREENSHOTS, wait_until
+from tests.fault_modes import LateNanTargets, RaisesOnce, with_faults
 
 pytestmark = pytest.mark.e2e
 
@@ -49,36 +48,6 @@ def test_lab_page_shows_an_error_toast_for_bad_push_values(lab_server, page):
     assert "push force_n 999 is outside [0, 200]" in toast.inner_text()
 
 
-class RaisesOnce(Mode):
-    """A test mode: holds the pose, raises once 0.3 s in (so that after Reset it stands)."""
-
-    name = "raises"
-    raised = False
-
-    def __init__(self, robot, **kw):
-        super().__init__(robot, **kw)
-        self._cmd = Command(self.q_nominal)
-
-    def command(self, t):
-        if t >= 0.3 and not RaisesOnce.raised:
-            RaisesOnce.raised = True
-            raise RuntimeError("the test mode raised on purpose")
-        return self._cmd
-
-
-class NanTargets(Mode):
-    """A test mode: NaN joint targets 0.3 s in; MuJoCo flags the NaN torques (a divergence)."""
-
-    name = "nan"
-
-    def __init__(self, robot, **kw):
-        super().__init__(robot, **kw)
-        self._ok, self._nan = Command(self.q_nominal), Command(np.full_like(self.q_nominal, np.nan))
-
-    def command(self, t):
-        return self._ok if t < 0.3 else self._nan
-
-
 @pytest.fixture()
 def faulty_lab():
     """The real Lab app whose mode registry has the two test modes, served on a free port."""
@@ -87,7 +56,7 @@ def faulty_lab():
     from lab.web.server import ServerThread
 
     RaisesOnce.raised = False
-    modes = {**LAB_MODES, RaisesOnce.name: RaisesOnce, NanTargets.name: NanTargets}
+    modes = with_faults(LAB_MODES, RaisesOnce, LateNanTargets)
     app = create_lab_app(modes=modes, remote_url="")
     with ServerThread(app) as srv:
         yield srv
@@ -143,7 +112,7 @@ def test_lab_page_shows_an_error_and_a_divergence_in_red_over_the_view_until_res
     )
     b = banner(page)
     assert sim_state(faulty_lab)["state"] == "diverged"
-    assert "mujoco" in b["text"] and b["text"].endswith("— press Reset") and is_red(b["rgb"]) and b["in_view"], b
+    assert "MuJoCo: bad control" in b["text"] and b["text"].endswith("— press Reset") and is_red(b["rgb"]) and b["in_view"], b
     page.screenshot(path=str(SCREENSHOTS / "lab_diverged.png"))
     page.click("#modes button[data-mode='stand']")
     page.click("#reset")

@@ -6,39 +6,16 @@ import time
 import numpy as np
 import pytest
 
-from lab.control.modes import MODES, Command, Mode
+from lab.control.modes import MODES
 from lab.remote.state_sim import StateSim
 from lab.runtime.lockstep import Lockstep
 from lab.runtime.modes import LAB_MODES
 from lab.runtime.realtime import RealtimeRunner
 from lab.runtime.session import SimSession
+from tests.fault_modes import MESSAGE, NanTargets, Raises, with_faults
 
-
-class Boom(Mode):
-    """A mode whose controller raises 50 ms after it starts (a bug in a user's mode)."""
-
-    name = "boom"
-    description = "raises"
-
-    def command(self, t):
-        if t > 0.05:
-            raise RuntimeError("controller bug: index 99 out of range")
-        return Command(self.q_nominal)
-
-
-class NaNTargets(Mode):
-    """A mode that hands the PD law NaN targets after 50 ms: MuJoCo's state blows up."""
-
-    name = "nan"
-    description = "NaN targets"
-
-    def command(self, t):
-        q = self.q_nominal if t <= 0.05 else np.full_like(self.q_nominal, np.nan)
-        return Command(q)
-
-
-TEST_MODES = {**LAB_MODES, Boom.name: Boom, NaNTargets.name: NaNTargets}
-S2S_TEST_MODES = {**MODES, Boom.name: Boom, NaNTargets.name: NaNTargets}
+TEST_MODES = with_faults(LAB_MODES, Raises, NanTargets)
+S2S_TEST_MODES = with_faults(MODES, Raises, NanTargets)
 
 
 def make_runner(kind: str, robot) -> RealtimeRunner:
@@ -61,7 +38,7 @@ def test_a_mode_that_raises_stops_the_runner_with_its_reason_and_reset_recovers(
     runner.advance(0.2)
     info = runner.sim_info()
     assert info["state"] == "error"
-    assert info["error"] == "RuntimeError: controller bug: index 99 out of range"
+    assert info["error"] == f"RuntimeError: {MESSAGE}"
     assert 0.05 <= info["at"] <= 0.2
     t = runner.sim_time
     runner.advance(0.1)

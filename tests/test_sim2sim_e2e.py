@@ -7,35 +7,18 @@ import time
 import pytest
 import requests
 
-from lab.control.modes import Command, Mode
 from lab.runtime.modes import SIM2SIM_MODES
 from lab.web.server import ServerThread
 from lab.web.sim2sim import create_sim2sim_app
 from tests.conftest import SCREENSHOTS, wait_until
+from tests.fault_modes import RaisesOnce, with_faults
 
 pytestmark = pytest.mark.e2e
 
 
-class RaisesOnce(Mode):
-    """A test mode: holds the pose, raises once 0.3 s in (so that after Reset both robots stand)."""
-
-    name = "raises"
-    raised = False
-
-    def __init__(self, robot, **kw):
-        super().__init__(robot, **kw)
-        self._cmd = Command(self.q_nominal)
-
-    def command(self, t):
-        if t >= 0.3 and not RaisesOnce.raised:
-            RaisesOnce.raised = True
-            raise RuntimeError("the test mode raised on purpose")
-        return self._cmd
-
-
 @pytest.fixture(scope="module")
 def s2s_server():
-    app = create_sim2sim_app(fps=30, modes={**SIM2SIM_MODES, RaisesOnce.name: RaisesOnce})
+    app = create_sim2sim_app(fps=30, modes=with_faults(SIM2SIM_MODES, RaisesOnce))
     with ServerThread(app) as srv:
         yield srv
 

@@ -240,3 +240,28 @@ def test_zero_mode_lets_the_uncontrolled_robot_fall(robot):
     sim.advance(1.5)
     assert sim.data.qpos[2] < 0.3
     assert not sim.data.ctrl.any()
+
+
+def test_an_error_in_the_state_servers_simulation_is_reported_over_http_and_reset_recovers(robot):
+    from lab.runtime.modes import LAB_MODES
+    from tests.fault_modes import MESSAGE, RaisesOnce, with_faults
+
+    RaisesOnce.raised = False
+    app = create_state_app(robot, mode="raises", modes=with_faults(LAB_MODES, RaisesOnce), token="s3cret")
+    with ServerThread(app) as srv:
+        deadline = time.monotonic() + 20
+        while requests.get(srv.url + "/api/v1/health", timeout=5).json()["sim"]["state"] != "error":
+            assert time.monotonic() < deadline, "the error was never reported"
+            time.sleep(0.02)
+        health = requests.get(srv.url + "/api/v1/health", timeout=5).json()
+        assert health["status"] == "error" and health["sim"]["error"] == f"RuntimeError: {MESSAGE}"
+        state = requests.get(srv.url + "/api/v1/state", timeout=5).json()
+        assert state["sim"]["state"] == "error" and state["sim"]["at"] >= 0.3
+        assert requests.post(srv.url + "/api/v1/reset", timeout=5).status_code == 401  # a reset needs the token
+        r = requests.post(srv.url + "/api/v1/reset", headers={"Authorization": "Bearer s3cret"}, timeout=5)
+        assert r.status_code == 200 and r.json()["sim"] == {"state": "running", "error": None, "at": None, "resets": 1}
+        t0 = time.monotonic()
+        while requests.get(srv.url + "/api/v1/state", timeout=5).json()["simulation_time"] < 0.5:
+            assert time.monotonic() - t0 < 20
+            time.sleep(0.02)
+        assert requests.get(srv.url + "/api/v1/health", timeout=5).json()["status"] == "ok"

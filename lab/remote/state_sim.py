@@ -37,7 +37,10 @@ log = logging.getLogger("lab.remote.server")
 PUBLISH_DT = 0.005  # a snapshot every 5 ms of simulation time (200 per second in real time) [s]
 STREAM_HZ = 100  # default rate of WS /api/v1/stream [Hz]; ?hz= picks 1..200
 MAX_LAG_S = 0.25  # further behind real time than this, the thread drops the backlog instead of racing [s]
-ENDPOINTS = "GET /api/v1/health, GET /api/v1/state, POST /api/v1/control, POST /api/v1/control/stop, WS /api/v1/stream"
+ENDPOINTS = (
+    "GET /api/v1/health, GET /api/v1/state, POST /api/v1/control, POST /api/v1/control/stop, "
+    "POST /api/v1/reset, WS /api/v1/stream"
+)
 
 
 class _CommandedEngine(MujocoEngine):
@@ -236,7 +239,7 @@ class StateSim(RealtimeRunner):
                 }
             )
         return {
-            "status": "ok" if self.running else "stopped",
+            "status": ("ok" if self._fault is None else self._fault["state"]) if self.running else "stopped",
             "sim": self.sim_info(),
             "server_instance_id": self.instance_id,
             "model": self.identity,

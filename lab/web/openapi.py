@@ -829,7 +829,7 @@ def state_server_spec(allowed=None, actuator_names=None) -> dict:
     ident = ref("Identity")
     health = obj(
         {
-            "status": {"type": "string", "enum": ["ok", "stopped"]},
+            "status": {"type": "string", "enum": ["ok", "stopped", "error", "diverged"]},
             "sim": ref("SimInfo"),
             "server_instance_id": STR,
             "model": ident,
@@ -926,6 +926,16 @@ def state_server_spec(allowed=None, actuator_names=None) -> dict:
                 token=True,
                 post=True,
                 op_id="control",
+                tags=t,
+            )
+        },
+        f"{API}/reset": {
+            "post": op(
+                "back to the start pose at t=0 under the server's mode; clears an error or a divergence",
+                _json_ok(health),
+                token=True,
+                post=True,
+                op_id="reset",
                 tags=t,
             )
         },

@@ -81,6 +81,12 @@ def create_state_app(settings=None, token=None, allow_actuators=None, mode=None,
         }
         return jsonify(out), 202
 
+    @app.post(f"{API}/reset")
+    @require_token
+    def reset():  # the state back to the start pose at t=0 (clears an error or a divergence); the health after it
+        sim.reset()
+        return jsonify(sim.health())
+
     @app.post(f"{API}/control/stop")
     def control_stop():  # a stop is never blocked by auth
         was = sim.cancel()
