@@ -37,7 +37,7 @@ def test_engines_advance_by_the_same_ticks_and_stay_close_when_standing(lockstep
     assert all(m["sim_time"] == pytest.approx(1.0) for m in s["engines"].values())
     assert abs(s["divergence"]["pelvis_dz"]) < 0.005
     assert 0.0 < s["divergence"]["joint_rms"] < 0.01
-    assert len(lockstep.history) == 101  # 100 Hz samples (as the scans sample) plus the one at t = 0
+    assert len(lockstep.history) == 51  # 50 Hz samples plus the one at t = 0
 
 
 def test_mode_acts_on_both_engines_and_push_pushes_both(lockstep):

@@ -130,7 +130,7 @@ class Lockstep(RealtimeRunner):
         mode: str = "stand",
         engines=("mujoco", "pybullet"),
         rtf: float = 1.0,
-        sample_hz: float = 100.0,
+        sample_hz: float = 50.0,
         history_s: float = 30.0,
         push: PushParams | None = None,
         squat: SquatParams | None = None,

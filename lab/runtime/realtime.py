@@ -30,12 +30,14 @@ from lab.control.pd import PDGains
 from lab.control.rollout import Rollout
 from lab.errors import LabError
 from lab.robots.model import Robot
+from lab.sim.engine import quat_pitch_deg, quat_roll_deg
 
 log = logging.getLogger("lab.runtime")
 
 RUNNING, PAUSED, ERROR, DIVERGED = "running", "paused", "error", "diverged"
 SIM_STATES = (RUNNING, PAUSED, ERROR, DIVERGED)
 RTF_RANGE = (0.05, 4.0)
+FALL_CHECK_DT = 0.01  # [s] the fall rule is checked on this grid of simulation time, whatever the sample rate
 ENGINE_LABELS = {"mujoco": "MuJoCo", "pybullet": "PyBullet"}
 
 
@@ -91,6 +93,7 @@ class RealtimeRunner:
         self.max_catchup_s = max_catchup_s
         self.max_chunk = max(1, int(max_chunk))
         self._every = max(1, int(round(1.0 / (sample_hz * self.dt)))) if sample_hz > 0 else 0
+        self._fall_every = max(1, int(round(FALL_CHECK_DT / self.dt)))
         self.history = collections.deque(maxlen=max(1, int(history_s * sample_hz)))
         self.fall_time: dict = {}  # engine name -> sim time of the first sample the fall rule fired [s]
         self._fault: dict | None = None  # {"state", "error", "sim_time"} while stopped by an error/divergence
@@ -103,6 +106,7 @@ class RealtimeRunner:
         with self._lock:
             for e in self.engines.values():
                 e.clear_divergence()
+            self._check_fall()
             self._take_sample()
             self._publish()
 
@@ -181,6 +185,7 @@ class RealtimeRunner:
             self.history.clear()
             self._rtf_window.clear()
             self._on_reset()
+            self._check_fall()
             self._take_sample()
             self._publish()
 
@@ -240,13 +245,17 @@ class RealtimeRunner:
             self._chunk(int(round(seconds / self.dt)))
             self._publish()
 
+    def _check_fall(self) -> None:
+        """The robot's fall rule on each engine not yet fallen (every FALL_CHECK_DT: the time of a fall does
+        not depend on the service's sample rate, so the Lab, Sim2Sim and a scan agree on it)."""
+        for n, e in self.engines.items():
+            if n not in self.fall_time:
+                q = e.torso_quat()
+                if self.robot.has_fallen(float(e.base_pose()[0][2]), quat_pitch_deg(q), quat_roll_deg(q)):
+                    self.fall_time[n] = e.time
+
     def _take_sample(self) -> None:
-        per = {}
-        for n, r in self.rollouts.items():
-            m = r.metrics()
-            if n not in self.fall_time and self.robot.has_fallen(m.pelvis_z, m.pitch_deg, m.roll_deg):
-                self.fall_time[n] = m.sim_time
-            per[n] = m
+        per = {n: r.metrics() for n, r in self.rollouts.items()}
         s = self._make_sample(per)
         self._latest = s
         self.history.append(s)
@@ -257,10 +266,12 @@ class RealtimeRunner:
             return
         t0 = self.sim_time
         try:
-            every = self._every
+            every, fall_every = self._every, self._fall_every
             for _ in range(n):
                 self._tick()
                 self.steps += 1
+                if self.steps % fall_every == 0:
+                    self._check_fall()
                 if every and self.steps % every == 0:
                     self._take_sample()
         except Exception as exc:  # a mode, the controller or an engine raised: say so, never die silently
