@@ -156,7 +156,7 @@ def first_fall_time(robot, samples) -> float | None:
     """Sim time [s] of the first Metrics sample for which ``robot.has_fallen`` holds (pelvis, pitch, roll), or None."""
     for m in samples:
         if robot.has_fallen(m.pelvis_z, m.pitch_deg, m.roll_deg):
-            return float(m.sim_time)
+            return round(float(m.sim_time), 6)
     return None
 
 
