@@ -15,7 +15,9 @@ def get(srv, path):
 
 
 def post(srv, path, body=None, raw=None, headers=None):
-    r = requests.post(srv.url + path, json=body if raw is None else None, data=raw, timeout=5, headers=headers or {})
+    """POST ``body`` as JSON, or the text ``raw`` declared as JSON (for malformed bodies)."""
+    headers = {**({"Content-Type": "application/json"} if raw is not None else {}), **(headers or {})}
+    r = requests.post(srv.url + path, json=body if raw is None else None, data=raw, timeout=5, headers=headers)
     return r.status_code, r.json()
 
 

@@ -112,7 +112,9 @@ def test_lab_page_shows_an_error_and_a_divergence_in_red_over_the_view_until_res
     )
     b = banner(page)
     assert sim_state(faulty_lab)["state"] == "diverged"
-    assert "MuJoCo: bad control" in b["text"] and b["text"].endswith("— press Reset") and is_red(b["rgb"]) and b["in_view"], b
+    assert (
+        "MuJoCo: bad control" in b["text"] and b["text"].endswith("— press Reset") and is_red(b["rgb"]) and b["in_view"]
+    ), b
     page.screenshot(path=str(SCREENSHOTS / "lab_diverged.png"))
     page.click("#modes button[data-mode='stand']")
     page.click("#reset")

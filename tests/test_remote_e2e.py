@@ -66,6 +66,7 @@ def test_lab_proxies_the_limited_command_and_the_servers_rejections(remote):
     r = requests.post(
         remote["lab"] + "/api/remote/control",
         data='{"actuator": "motor_left_elbow", "value": NaN, "duration_s": 0.1}',
+        headers={"Content-Type": "application/json"},
         timeout=5,
     )
     assert r.status_code == 400 and r.json()["error"] == "value nan is not a finite number"

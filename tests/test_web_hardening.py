@@ -303,7 +303,7 @@ def test_a_zero_mode_stop_that_carries_push_settings_is_refused_without_the_toke
 def test_a_pause_that_carries_anything_else_is_refused_without_the_token(lab_token):
     assert post(lab_token, "/api/pause", {"paused": True, "rtf": 4})[0] == 401
     assert post(lab_token, "/api/pause", {"paused": 1})[0] == 401  # true, not a truthy number
-    assert post(lab_token, "/api/pause", data=b"garbage")[0] == 401
+    assert post(lab_token, "/api/pause", data=b"garbage", headers={"Content-Type": "application/json"})[0] == 401
     assert post(lab_token, "/api/pause", {"paused": True})[1]["paused"] is True
     assert post(lab_token, "/api/pause", {"paused": False}, headers=auth())[1]["paused"] is False
 
@@ -394,6 +394,14 @@ def test_an_empty_body_is_not_checked_for_its_type_so_a_stop_from_curl_passes(st
         lab_server.url + "/api/mode", data='{"mode": "zero"}', headers={"Content-Type": "text/plain"}, timeout=5
     )
     assert r.status_code == 415
+
+
+def test_a_body_with_no_content_type_is_refused_as_not_json(lab_server, state_open):
+    for url in (lab_server.url + "/api/mode", state_open.url + "/api/v1/control"):
+        r = requests.post(url, data='{"mode": "stand"}', timeout=5)  # requests sends no Content-Type for a str
+        assert "Content-Type" not in r.request.headers
+        assert r.status_code == 415, r.text
+        assert r.json()["error"] == "expected Content-Type application/json, got a body with no Content-Type"
 
 
 def test_with_a_token_any_host_is_answered_but_a_foreign_origin_is_not(lab_token):

@@ -281,10 +281,13 @@ def _foreign_origin():
 
 
 def _wrong_content_type():
-    ctype = request.headers.get("Content-Type")
-    if ctype is None or request.mimetype == "application/json":
+    """A body must say it is JSON: text/plain, a form or no type at all is refused (a page elsewhere can send
+    those without asking the browser's permission)."""
+    if request.mimetype == "application/json":
         return None
-    return error(f"expected Content-Type application/json, got '{ctype[:100]}'", JSON_HINT, 415)
+    ctype = request.headers.get("Content-Type")
+    got = f"'{ctype[:100]}'" if ctype is not None else "a body with no Content-Type"
+    return error(f"expected Content-Type application/json, got {got}", JSON_HINT, 415)
 
 
 def guard_request():
