@@ -43,6 +43,7 @@ import pybullet as pb  # noqa: E402
 from lab.control.modes import get_mode  # noqa: E402
 from lab.control.pd import PDGains  # noqa: E402
 from lab.control.rollout import Rollout  # noqa: E402
+from lab.remote.cli import stop_child  # noqa: E402
 from lab.runtime.lockstep import Lockstep, load_sim2sim_robot  # noqa: E402
 from lab.sim.mujoco_engine import MujocoEngine  # noqa: E402
 from lab.sim.pybullet_engine import PybulletEngine  # noqa: E402
@@ -260,11 +261,7 @@ def live(seconds: float, warmup: float, clients: int, fps: float, width: int, he
         for c in cs:
             c.stop.set()
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_child(proc, 10, signal.SIGINT)
 
     wall = polls[-1][0] - polls[0][0]
     rtf = {n: (polls[-1][1][n] - polls[0][1][n]) / wall for n in polls[0][1]}

@@ -9,6 +9,7 @@ import sys
 import pytest
 import requests
 
+from lab.remote.cli import stop_child
 from tests.conftest import ROOT, SCREENSHOTS, free_port, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -32,12 +33,7 @@ def services(tmp_path_factory):
             wait_until(lambda u=f"http://127.0.0.1:{ports[svc]}{path}": requests.get(u, timeout=2).ok, 120, 0.5)
         yield ports
     finally:
-        p.send_signal(signal.SIGINT)
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        stop_child(p, 30, signal.SIGINT)
     assert p.returncode == 0, log.read_text()
 
 

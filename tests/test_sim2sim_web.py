@@ -11,6 +11,7 @@ import requests
 import simplejpeg
 
 from lab.errors import LabError
+from lab.remote.cli import stop_child
 from lab.web.server import ServerThread
 from lab.web.sim2sim import create_sim2sim_app
 from tests.conftest import ROOT, WsClient, free_port, wait_until
@@ -239,12 +240,7 @@ def test_app_py_sim2sim_serves_another_urdf_with_relative_stl_meshes(tmp_path):
         assert set(st["engines"]) == ENGINES and st["mass_warning"] is None
         wait_until(lambda: requests.get(url + "/api/metrics", timeout=2).json()["sim_time"] > 0.2, 15)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_child(proc, 10, signal.SIGINT)
     assert proc.returncode == 0, proc.stderr.read()[-2000:]
 
 

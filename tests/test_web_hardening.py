@@ -587,11 +587,7 @@ def test_the_token_reaches_child_processes_by_environment_and_never_on_their_com
             assert b"app.py" in cmdline and TOKEN.encode() not in cmdline, cmdline
             assert f"LAB_TOKEN={TOKEN}".encode() in proc_file(kid, "environ").split(b"\0")
     finally:
-        p.send_signal(signal.SIGINT)
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            p.kill()
+        stop_child(p, 30, signal.SIGINT)
     # spawn_state_server the same way; the child holds the token and enforces it
     port = free_port()
     proc = spawn_state_server(port, token=TOKEN, log_path=tmp_path / "state.log")

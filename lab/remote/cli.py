@@ -1,6 +1,7 @@
 """Starting and stopping a state server as a child process (``python app.py state-server``)."""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -43,10 +44,11 @@ def spawn_state_server(
             out.close()
 
 
-def stop_child(proc: subprocess.Popen, timeout: float = 5.0) -> None:
-    """Stop a child started by :func:`spawn_state_server`: SIGTERM, then SIGKILL after ``timeout`` [s]."""
+def stop_child(proc: subprocess.Popen, timeout: float = 5.0, sig: int = signal.SIGTERM) -> None:
+    """Stop a child process (a state server, or ``python app.py``): ``sig`` (SIGTERM; SIGINT is Ctrl+C),
+    then SIGKILL after ``timeout`` [s]; returns once it has exited."""
     if proc.poll() is None:
-        proc.terminate()
+        proc.send_signal(sig)
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
