@@ -41,6 +41,11 @@ class Rollout:
         self.x0 = float(self.engine.base_pose()[0][0])
         self.command = self.mode.command(0.0)
 
+    def set_gains(self, gains: PDGains) -> None:
+        """New gains from the next tick on (the cached ``kp * q_target`` is recomputed)."""
+        self.gains = gains
+        self._target_ref = None
+
     def set_mode(self, mode: Mode) -> None:
         self.mode = mode
         self.mode_t0 = self.engine.time

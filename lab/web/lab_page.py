@@ -54,6 +54,8 @@ def init_app(app, sock, robot, session, fps=60.0, width=640, height=480, preset=
         )
     )
 
+    # the robot panel, the model picker and the PyBullet notes register here (one line each)
+
     @sock.route("/ws")
     def ws(ws):
         c = app.extensions["lab"]

@@ -125,6 +125,7 @@ def init_app(app, sock, lockstep, fps=30.0, width=640, height=480, preset=None):
         on_stop(app, hub.close)
     on_stop(app, lockstep.close)
     app.register_blueprint(bp)
+    # the mass/inertia parity table and the model picker register here (one line each)
     app.register_blueprint(
         control_blueprint(
             "sim2sim", lambda: app.extensions["sim2sim"]["lockstep"], status_dict, metrics_sample, tuple(lockstep.modes)
