@@ -31,6 +31,7 @@ def _common(p: argparse.ArgumentParser, own: str | None) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--model", default=None, help="URDF or MJCF file (default: the built-in Q1 humanoid)")
     p.add_argument("--token", default=os.environ.get("LAB_TOKEN"), help="bearer token required to change state")
+    p.add_argument("--models", default=None, metavar="DIR", help="models the pages offer; uploads go to DIR/uploads/")
     for svc, flag in (("lab", "--lab-port"), ("state", "--state-port"), ("sim2sim", "--sim2sim-port")):
         flags = ["--port", flag] if svc == own else [flag]
         what = "this service's port" if svc == own else PORT_HELP[svc]
@@ -107,6 +108,8 @@ def settings_from_args(args) -> Settings:
             fields[k] = a[k]
     if a.get("results"):
         fields["results_dir"] = Path(a["results"]).expanduser().resolve()
+    if a.get("models"):
+        fields["models_dir"] = Path(a["models"]).expanduser().resolve()
     if a.get("allow_actuator"):
         fields["allow_actuators"] = tuple(a["allow_actuator"])
     if "no_state_server" in a:
@@ -122,6 +125,10 @@ def child_argv(settings: Settings, cmd: str) -> list[str]:
     argv += ["--lab-port", str(s.lab_port), "--state-port", str(s.state_port), "--sim2sim-port", str(s.sim2sim_port)]
     if s.model:
         argv += ["--model", s.model]
+    if s.models_dir is not None:
+        argv += ["--models", str(s.models_dir)]
+    elif cmd == "sim2sim":  # Sim2Sim has no --results: it is told the Lab's models folder itself
+        argv += ["--models", str(s.models_folder)]
     if cmd == "lab":
         argv += ["--fps", f"{s.fps:g}", "--mode", s.mode, "--results", str(s.results_dir)]
         if s.preset:

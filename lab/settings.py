@@ -44,6 +44,7 @@ class Settings:
     model: str | None = None  # URDF or MJCF file; None: the built-in Q1 humanoid
     token: str | None = None  # bearer token every state change needs; None: open (loopback only)
     results_dir: Path = field(default_factory=default_results_dir)  # scans go under <results_dir>/scans/<id>/
+    models_dir: Path | None = None  # models the pages offer, uploads in <models_dir>/uploads/; None: <results>/models
     # the Lab
     fps: float = 60.0  # Lab stream frame-rate cap [frames/s]
     width: int = 640  # live view width [px] (Lab and Sim2Sim)
@@ -62,6 +63,8 @@ class Settings:
         if self.results_dir is None:
             object.__setattr__(self, "results_dir", default_results_dir())
         object.__setattr__(self, "results_dir", Path(self.results_dir))
+        if self.models_dir is not None:
+            object.__setattr__(self, "models_dir", Path(self.models_dir))
         object.__setattr__(self, "allow_actuators", tuple(self.allow_actuators))
         if self.model is not None:
             object.__setattr__(self, "model", str(self.model))
@@ -88,6 +91,11 @@ class Settings:
     @property
     def ports(self) -> dict:
         return {s: self.port(s) for s in SERVICES}
+
+    @property
+    def models_folder(self) -> Path:
+        """The folder of models the pages offer: ``models_dir``, else ``<results_dir>/models``."""
+        return self.models_dir if self.models_dir is not None else self.results_dir / "models"
 
     @property
     def local_host(self) -> str:

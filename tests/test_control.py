@@ -67,8 +67,8 @@ def test_push_disturbs_pitch_and_the_robot_recovers_at_the_default_force(robot):
 
 
 def test_push_params_outside_their_range_are_refused():
-    with pytest.raises(LabError, match=r"push force_n 500 is outside \[0, 200\]"):
-        PushParams(force_n=500).validated()
+    with pytest.raises(LabError, match=r"push force_n 2500 is outside \[0, 2000\]"):
+        PushParams(force_n=2500).validated()
     with pytest.raises(LabError, match="must be a finite number"):
         PushParams(force_n=float("nan")).validated()
     with pytest.raises(LabError, match="shorter than period_s"):

@@ -41,11 +41,11 @@ def test_lab_page_shows_the_live_robot_and_switches_every_mode(lab_server, page)
 def test_lab_page_shows_an_error_toast_for_bad_push_values(lab_server, page):
     page.goto(lab_server.url + "/")
     page.wait_for_selector("#conn[data-state='live']", timeout=15000)
-    page.fill("input[name=force_n]", "999")
+    page.fill("input[name=force_n]", "9999")
     page.evaluate("document.querySelector('input[name=force_n]').removeAttribute('max')")
     page.click("#push-form button[type=submit]")
     toast = page.wait_for_selector(".toast.error", timeout=5000)
-    assert "push force_n 999 is outside [0, 200]" in toast.inner_text()
+    assert "push force_n 9999 is outside [0, 2000]" in toast.inner_text()
 
 
 @pytest.fixture()

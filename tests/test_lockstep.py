@@ -91,8 +91,8 @@ def test_unknown_mode_is_refused_and_lists_the_modes(lockstep):
 
 
 def test_bad_push_parameters_are_refused(lockstep):
-    with pytest.raises(LabError, match="push force_n 900 is outside"):
-        lockstep.set_mode("push", push={"force_n": 900})
+    with pytest.raises(LabError, match="push force_n 2900 is outside"):
+        lockstep.set_mode("push", push={"force_n": 2900})
     with pytest.raises(LabError, match="unknown push parameter"):
         lockstep.set_mode("push", push={"newtons": 9})
     assert lockstep.mode_name == "stand"
@@ -151,13 +151,17 @@ def test_model_only_pybullet_can_load_names_mujoco_and_the_reason(tmp_path):
     assert "mass and inertia of moving bodies" in str(err.value)
 
 
-def test_link_without_inertial_shows_as_a_mass_difference(tmp_path):
+def test_link_without_inertial_is_corrected_to_mujocos_mass_and_said_so(tmp_path):
     robot = load_sim2sim_robot(write_mesh_humanoid(tmp_path / "fixed", dummy_link="fixed"))
     ls = Lockstep(robot, "stand")
     try:
         report = mass_report(robot, ls.engines)
-        assert report["total_mass"]["pybullet"] == pytest.approx(report["total_mass"]["mujoco"] + 1.0)
-        assert "imu_link 1 kg in pybullet, 0 kg in MuJoCo" in report["mass_warning"]
+        assert report["total_mass"]["pybullet"] == pytest.approx(report["total_mass"]["mujoco"])
+        assert report["mass_warning"] is None
+        pyb = ls.engines["pybullet"]
+        assert "imu_link" in pyb.corrected
+        assert pyb.raw_total_mass == pytest.approx(report["total_mass"]["mujoco"] + 1.0)  # as PyBullet loads it
+        assert any("imu_link" in n and "1 kg" in n for n in pyb.load_notes)
     finally:
         ls.close()
 

@@ -115,7 +115,10 @@ def test_sidecar_config_in_either_form_sets_gains_and_pose(tmp_path):
     r = load_robot(path)
     i = r.joint_names.index("left_knee_joint")
     assert (r.kp[i], r.kd[i], r.q_nominal[i]) == (90, 9, 0.5) and r.config.gravity_ff is True
-    assert r.kp[r.joint_names.index("left_ankle_pitch_joint")] == 40  # a table replaces the default one whole
+    # a joint the sidecar's table does not match keeps what the model gives it ("auto")
+    plain = load_robot(write_mesh_urdf(tmp_path / "plain"))
+    j = r.joint_names.index("left_ankle_pitch_joint")
+    assert r.kp[j] == plain.kp[j] and r.gain_method == plain.gain_method == "auto"
 
 
 @pytest.mark.timeout(20, method="thread")  # a hang is in C: a signal cannot end it
@@ -191,9 +194,13 @@ def test_urdf_effort_that_is_not_a_finite_positive_number_is_refused(tmp_path, v
     )
 
 
-def test_urdf_effort_zero_still_means_the_default_by_joint_name(tmp_path):
+def test_urdf_effort_zero_means_a_limit_from_the_gains_and_the_standing_load(tmp_path):
     r = load_robot(urdf_with_effort(tmp_path, "0"))
-    assert r.tau_limit[r.joint_names.index("left_knee_joint")] == 60.0
+    i = r.joint_names.index("left_knee_joint")
+    assert r.tau_limit[i] == pytest.approx(max(0.4 * r.kp[i], 2.5 * abs(r.stance_tau[i])))
+    assert r.model.actuator_ctrlrange[i].tolist() == [-r.tau_limit[i], r.tau_limit[i]]
+    (tmp_path / "q1_effort.urdf.lab.json").write_text('{"gain_method": "names"}')  # the name table's default
+    assert load_robot(tmp_path / "q1_effort.urdf").tau_limit[i] == 60.0
 
 
 def test_mjcf_actuator_with_an_infinite_ctrlrange_is_refused(tmp_path):
@@ -220,17 +227,16 @@ def test_file_that_is_not_a_model_is_refused_with_one_line(tmp_path, content):
 
 
 def test_any_other_exception_while_loading_becomes_a_lab_error(tmp_path, monkeypatch):
-    from lab.robots import model
 
     def boom(*args):
         raise mujoco.FatalError("mj_forward: something broke\nsecond line")
 
-    monkeypatch.setattr(model, "_standing_qpos", boom)
+    from lab.robots import tuning
+
+    monkeypatch.setattr(tuning, "derive", boom)
     path = write_mesh_urdf(tmp_path)
     assert refused(path) == "model robot.urdf does not load: FatalError: mj_forward: something broke"
-    monkeypatch.setattr(
-        model, "_standing_qpos", lambda r: (_ for _ in ()).throw(UnicodeDecodeError("utf-8", b"", 0, 1, "x"))
-    )
+    monkeypatch.setattr(tuning, "derive", lambda *a: (_ for _ in ()).throw(UnicodeDecodeError("utf-8", b"", 0, 1, "x")))
     assert refused(path).startswith("model robot.urdf does not load: UnicodeDecodeError:")
 
 

@@ -4,9 +4,11 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+import numpy as np
 import pytest
 
 from lab.errors import LabError
+from lab.robots import tuning
 from lab.robots.model import BUILTIN_URDF, load_robot
 from lab.robots.q1 import make_urdf
 from tests.model_files import write_mesh_urdf, write_stl_box
@@ -98,7 +100,12 @@ def test_mjcf_humanoid_with_a_mesh_loads_with_motors_added(tmp_path):
     r = load_robot(xml)
     assert r.kind == "mjcf" and r.model.nu == 2
     assert r.actuator_names == ["motor_left_hip_pitch", "motor_left_knee"]
-    assert r.kp.tolist() == [150, 150]
+    # no sidecar: gains from the model (lab.robots.tuning): the reference leg gains scaled by m·h, then bounded
+    sk = tuning.similarity(r.total_mass, r.standing_height)[0]
+    _, ifree, _ = tuning.inertias(r.model, r.init_qpos)
+    bound = tuning.STIFFNESS_BOUND * ifree[r.dadr] / r.model.opt.timestep**2
+    np.testing.assert_allclose(r.kp, np.minimum(150 * sk, bound))
+    assert r.gain_method == "auto" and np.all(r.kd * r.model.opt.timestep / ifree[r.dadr] <= 0.5 + 1e-9)
 
 
 def test_app_exits_with_one_clear_line_for_a_missing_model():

@@ -81,11 +81,11 @@ def test_sim2sim_page_shows_both_engines_live_and_switches_modes(s2s_server, pag
 def test_sim2sim_page_shows_an_error_toast_for_bad_push_values(s2s_server, page):
     page.goto(s2s_server.url + "/")
     page.wait_for_selector("#conn[data-state='live']", timeout=15000)
-    page.fill("input[name=force_n]", "999")
+    page.fill("input[name=force_n]", "9999")
     page.evaluate("document.querySelector('input[name=force_n]').removeAttribute('max')")
     page.click("#push-form button[type=submit]")
     toast = page.wait_for_selector(".toast.error", timeout=5000)
-    assert "push force_n 999 is outside [0, 200]" in toast.inner_text()
+    assert "push force_n 9999 is outside [0, 2000]" in toast.inner_text()
 
 
 def banners(page) -> list:

@@ -28,6 +28,10 @@ class Command:
     extras: dict | None = None  # mode-specific numbers for the curves (e.g. planned CoM/ZMP of a walk)
 
 
+PUSH_DELTA_V = 0.225  # [m/s] the built-in robot's default push: 25 N for 0.1 s on 11.1 kg
+SQUAT_DEPTH_FRACTION = 0.06 / 0.4226  # the built-in robot's 6 cm squat, as a fraction of its standing height
+
+
 @dataclass(frozen=True)
 class PushParams:
     """A horizontal push on the torso: ``force_n`` [N] along +x for ``duration_s`` [s] every ``period_s`` [s]."""
@@ -37,7 +41,15 @@ class PushParams:
     period_s: float = 3.0
     first_s: float = 1.0  # time of the first push after the mode starts [s]
 
-    LIMITS = {"force_n": (0.0, 200.0), "duration_s": (0.01, 1.0), "period_s": (0.5, 60.0), "first_s": (0.0, 60.0)}
+    LIMITS = {"force_n": (0.0, 2000.0), "duration_s": (0.01, 1.0), "period_s": (0.5, 60.0), "first_s": (0.0, 60.0)}
+
+    @classmethod
+    def for_robot(cls, robot: Robot) -> "PushParams":
+        """The default push for ``robot``: the built-in robot's 25 N, else the same change of velocity
+        (:data:`PUSH_DELTA_V`) for the robot's mass."""
+        if robot.builtin:
+            return cls()
+        return cls(force_n=round(PUSH_DELTA_V * robot.total_mass / cls.duration_s, 1))
 
     def validated(self) -> "PushParams":
         for name, (lo, hi) in self.LIMITS.items():
@@ -61,6 +73,13 @@ class SquatParams:
     depth_m: float = 0.06
     period_s: float = 4.0
 
+    @classmethod
+    def for_robot(cls, robot: Robot) -> "SquatParams":
+        """The built-in robot's 6 cm, else the same fraction of the robot's standing height."""
+        if robot.builtin:
+            return cls()
+        return cls(depth_m=round(SQUAT_DEPTH_FRACTION * robot.standing_height, 4))
+
 
 class Mode:
     name = "mode"
@@ -69,8 +88,8 @@ class Mode:
     def __init__(self, robot: Robot, push: PushParams | None = None, squat: SquatParams | None = None):
         self.robot = robot
         self.q_nominal = robot.q_nominal.copy()
-        self.push_params = push or PushParams()
-        self.squat_params = squat or SquatParams()
+        self.push_params = push or PushParams.for_robot(robot)
+        self.squat_params = squat or SquatParams.for_robot(robot)
 
     def command(self, t: float) -> Command:  # t: time since the mode started [s]
         raise NotImplementedError
@@ -154,14 +173,37 @@ def leg_chain(robot: Robot) -> LegChain:
 class Squat(Mode):
     name = "squat"
     description = "squat then rise, periodically: tracking a moving pelvis height"
+    LEVELS = 13  # poses solved by IK between standing and the full depth (robots tuned "auto")
 
     def __init__(self, robot, **kw):
         super().__init__(robot, **kw)
+        self.h0 = robot.standing_height
+        self.table = None
+        if robot.gain_method == "auto":
+            self._init_table(robot)
+            return
         self.chain = leg_chain(robot)
         c = self.chain
         k0 = float(self.q_nominal[c.knee[0]])
         self.d0 = self._hip_ankle(k0)  # vertical hip-ankle distance at the nominal pose [m]
-        self.h0 = robot.standing_height
+
+    def _init_table(self, robot) -> None:
+        """The legs' joint targets at :attr:`LEVELS` depths, by the same IK as the nominal pose: soles flat where
+        they are, CoM over them, pelvis upright; the other joints keep their nominal angles."""
+        from lab.robots.tuning import squat_table
+
+        legs = sorted({i for leg in robot.legs for i in leg})
+        if len(robot.soles) < 2 or not legs:
+            raise LabError(
+                "squat needs two feet with a flat sole and leg joints between them and the root",
+                f"feet found: {[robot.model.body(b).name for b in robot.foot_bodies]}; name them with foot_bodies "
+                "in <model>.lab.json",
+            )
+        qpos = robot.init_qpos.copy()
+        qpos[robot.qadr] = self.q_nominal
+        self.drops = np.linspace(0.0, self.squat_params.depth_m, self.LEVELS)
+        table = squat_table(robot.model, qpos, robot.soles, robot.qadr[legs], robot.dadr[legs], self.drops)
+        self.table = table[:, robot.qadr]
 
     def _hip_ankle(self, knee):
         c = self.chain
@@ -172,6 +214,12 @@ class Squat(Mode):
         return self.h0 - p.depth_m * 0.5 * (1.0 - np.cos(2 * np.pi * t / p.period_s))
 
     def command(self, t):
+        if self.table is not None:
+            drop = self.h0 - self.height_target(t)
+            k = float(np.clip(drop / max(self.drops[-1], 1e-9), 0.0, 1.0)) * (self.LEVELS - 1)
+            i = min(int(k), self.LEVELS - 2)
+            q = self.table[i] + (k - i) * (self.table[i + 1] - self.table[i])
+            return Command(q, pelvis_z_target=self.height_target(t))
         c = self.chain
         drop = self.h0 - self.height_target(t)
         d = self.d0 - drop

@@ -31,7 +31,7 @@ class PDGains:
 
     @classmethod
     def for_robot(cls, robot: Robot) -> "PDGains":
-        return cls(robot.kp.copy(), robot.kd.copy(), robot.tau_limit.copy(), robot.config.gravity_ff)
+        return cls(robot.kp.copy(), robot.kd.copy(), robot.tau_limit.copy(), robot.gravity_ff)
 
 
 def pd_torque(gains: PDGains, q, qd, q_target, tau_ff=None, out=None, tmp=None, kp_target=None) -> np.ndarray:

@@ -12,6 +12,7 @@ import numpy as np
 from lab.control.metrics import Metrics, measure
 from lab.control.modes import Mode
 from lab.control.pd import PDGains, pd_torque
+from lab.control.stance import StanceFeedForward
 from lab.sim.engine import Engine
 
 
@@ -32,6 +33,7 @@ class Rollout:
         self._kp_target = np.zeros_like(gains.kp)
         self._push_on = False
         self.x0 = float(engine.base_pose()[0][0])
+        self._stance = StanceFeedForward(mode.robot) if gains.gravity_ff else None
 
     def reset(self) -> None:
         self.engine.reset()
@@ -45,6 +47,8 @@ class Rollout:
         """New gains from the next tick on (the cached ``kp * q_target`` is recomputed)."""
         self.gains = gains
         self._target_ref = None
+        if gains.gravity_ff and self._stance is None:
+            self._stance = StanceFeedForward(self.mode.robot)
 
     def set_mode(self, mode: Mode) -> None:
         self.mode = mode
@@ -66,7 +70,7 @@ class Rollout:
             if qt is not self._target_ref:  # modes hand out the same array while the target holds
                 np.multiply(g.kp, qt, out=self._kp_target)
                 self._target_ref = qt
-            ff = eng.bias_torque() if g.gravity_ff else None
+            ff = self._stance.torque(eng) if g.gravity_ff else None
             tau = pd_torque(g, q, qd, qt, ff, out=self._tau, tmp=self._tmp, kp_target=self._kp_target)
         else:
             tau = self._tau

@@ -72,6 +72,19 @@ def check_preset(name) -> str:
     return name
 
 
+REF_SPAN = 0.878  # [m] height span of the built-in robot's geometry at its zero pose
+
+
+def robot_span(model, data) -> float:
+    """Height span [m] of the robot's geometry (every geom not on the world body) at ``qpos0``, at least 5 cm."""
+    mujoco.mj_forward(model, data)
+    g = np.flatnonzero(model.geom_bodyid > 0)
+    if not len(g):
+        return REF_SPAN
+    z, rb = data.geom_xpos[g, 2], model.geom_rbound[g]
+    return max(float((z + rb).max() - (z - rb).min()), 0.05)
+
+
 class Renderer:
     """Draws a robot from a qpos (nq,) with a camera that follows the root body.
 
@@ -92,10 +105,11 @@ class Renderer:
         self.track_body = track_body
         self.camera = mujoco.MjvCamera()
         self.camera.type = mujoco.mjtCamera.mjCAMERA_FREE
-        self.camera.distance = 1.55
+        self.size = robot_span(self.model, self.data) / REF_SPAN  # frame a robot of any size as the built-in one
+        self.camera.distance = 1.55 * self.size
         self.camera.azimuth = 145.0
         self.camera.elevation = -14.0
-        self.camera.lookat[:] = [0, 0, 0.3]
+        self.camera.lookat[:] = [0, 0, 0.3 * self.size]
         self.option = mujoco.MjvOption()
         self.ghost_option = mujoco.MjvOption()
         self._lookat = None
@@ -134,7 +148,7 @@ class Renderer:
 
     def _follow(self) -> None:
         target = self.data.xpos[self.track_body].copy()
-        target[2] = max(0.15, min(target[2] * 0.75, 0.6))
+        target[2] = max(0.15 * self.size, min(target[2] * 0.75, 0.6 * self.size))
         self._lookat = target if self._lookat is None else self._lookat + 0.15 * (target - self._lookat)
         self.camera.lookat[:] = self._lookat
 

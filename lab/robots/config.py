@@ -39,7 +39,11 @@ class RobotConfig:
     )
     torso_body: str = r"torso|chest|trunk|upper_body"
     foot_bodies: str = r"foot|ankle_roll"
-    gravity_ff: bool = False  # add qfrc_bias (gravity + Coriolis) of the actuated dofs
+    gravity_ff: bool | None = None  # feed-forward of the standing gravity load (None: on for "auto", off for "names")
+    gain_method: str = (
+        "auto"  # "auto": gains, limits, pose and feet from the model (lab.robots.tuning); "names": the tables above
+    )
+    given: tuple = ()  # the fields a sidecar set (they override what "auto" derives)
 
     def gains_for(self, joint: str) -> tuple[float, float]:
         for pattern, kp, kd in self.gains:
@@ -64,6 +68,8 @@ DEFAULT_CONFIG = RobotConfig()
 
 Q1_CONFIG = dataclasses.replace(
     DEFAULT_CONFIG,
+    gain_method="names",
+    gravity_ff=False,
     nominal=(
         (r"hip_pitch", -0.3),
         (r"knee", 0.6),
@@ -214,7 +220,7 @@ def _table(key: str, value, sidecar: Path) -> tuple:
 
 
 def _config_from_json(raw, sidecar: Path) -> RobotConfig:
-    known = [f.name for f in dataclasses.fields(RobotConfig)]
+    known = _SIDECAR_KEYS
     if not isinstance(raw, dict):
         raise LabError(f"{sidecar}: expected a JSON object with fields {', '.join(known)}, got {_got(raw)}", _HINT)
     unknown = [k for k in raw if k not in known]
@@ -235,4 +241,14 @@ def _config_from_json(raw, sidecar: Path) -> RobotConfig:
             if not isinstance(value, bool):
                 raise LabError(f"{sidecar}: gravity_ff: expected true or false, got {_got(value)}", _HINT)
             fixed[key] = value
-    return dataclasses.replace(DEFAULT_CONFIG, **fixed)
+        elif key == "gain_method":
+            if value not in GAIN_METHODS:
+                raise LabError(
+                    f"{sidecar}: gain_method: expected one of {', '.join(GAIN_METHODS)}, got {_got(value)}", _HINT
+                )
+            fixed[key] = value
+    return dataclasses.replace(DEFAULT_CONFIG, **fixed, given=tuple(fixed))
+
+
+GAIN_METHODS = ("auto", "names")
+_SIDECAR_KEYS = [f.name for f in dataclasses.fields(RobotConfig) if f.name != "given"]

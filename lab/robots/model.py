@@ -67,6 +67,14 @@ class Robot:
     init_qpos: np.ndarray = field(default=None)  # (nq,) nominal pose, feet on the floor
     standing_height: float = 0.0  # root z in init_qpos [m]
     total_mass: float = 0.0  # [kg]
+    gain_method: str = "names"  # how gains, limits and pose were found ("auto": lab.robots.tuning)
+    gravity_ff: bool = False  # the controller adds the standing gravity load (lab.control.stance)
+    mimic: list = field(default_factory=list)  # (joint, leader, multiplier, offset) of URDF <mimic> joints
+    soles: list = field(default_factory=list)  # lab.robots.tuning.Sole per foot ("auto")
+    legs: list = field(default_factory=list)  # per foot: actuator indices of its leg, root first ("auto")
+    knees: list = field(default_factory=list)  # actuator index of each leg's knee, -1 for none ("auto")
+    stance_tau: np.ndarray = field(default=None)  # (nu,) standing load at the nominal pose [N·m] ("auto")
+    gain_notes: list = field(default_factory=list)  # one line per joint whose gains the 1 ms bound cut
 
     @property
     def short_id(self) -> str:
@@ -176,11 +184,15 @@ def _urdf_for_mujoco(path: Path) -> tuple[str, list, dict]:
         fn = tex.get("filename")
         if fn:
             _check_regular(path, "texture", fn, _resolve_mesh(fn, path.parent))
-    efforts = {}
+    efforts, mimic = {}, []
     for j in root.iter("joint"):
         lim = j.find("limit")
         if lim is not None and lim.get("effort") is not None:
             efforts[j.get("name")] = _effort(path, j.get("name"), lim.get("effort"))
+        mim = j.find("mimic")
+        if mim is not None and mim.get("joint"):
+            mimic.append(_mimic(path, j.get("name"), mim))
+    efforts["__mimic__"] = mimic
     for old in root.findall("mujoco"):
         root.remove(old)
     mj = ET.SubElement(root, "mujoco")
@@ -188,9 +200,27 @@ def _urdf_for_mujoco(path: Path) -> tuple[str, list, dict]:
     return ET.tostring(root, encoding="unicode"), assets, efforts
 
 
+def _mimic(path: Path, joint: str, el) -> tuple:
+    """A URDF ``<mimic joint multiplier offset>``: (joint, leader, multiplier, offset)."""
+    out = [joint, el.get("joint")]
+    for key, default in (("multiplier", 1.0), ("offset", 0.0)):
+        raw = el.get(key)
+        try:
+            value = float(raw) if raw is not None else default
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise LabError(
+                f"model {path.name}: joint {joint}: mimic {key} {raw[:40]!r} is not a finite number",
+                f'set <mimic joint="..." {key}="..."/> to a number',
+            )
+        out.append(value)
+    return tuple(out)
+
+
 def _effort(path: Path, joint: str, raw: str) -> float:
     """A URDF ``<limit effort>`` [N·m]: a finite number >= 0 (0, as exporters write for "not given", means the
-    lab's default by joint name), else a :class:`LabError` naming the joint and the value."""
+    limit the lab derives), else a :class:`LabError` naming the joint and the value."""
     try:
         value = float(raw)
     except ValueError:
@@ -198,7 +228,7 @@ def _effort(path: Path, joint: str, raw: str) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise LabError(
             f"model {path.name}: joint {joint}: effort {raw[:40]!r} is not a finite positive number",
-            "set <limit effort=\"...\"/> to the joint's torque limit in N·m; 0 means the lab's default by joint name",
+            'set <limit effort="..."/> to the joint\'s torque limit in N·m; 0 means none given: the lab derives one',
         )
     return value
 
@@ -416,7 +446,7 @@ def _load_robot(path: str | Path | None) -> Robot:
     except OSError as exc:
         raise LabError(f"model file {path} cannot be read: {_first_line(exc)}", "check the file's permissions") from exc
     kind = "urdf" if re.search(r"<robot\b", text) else "mjcf"
-    efforts = {}
+    efforts, servo_gains = {}, {}
     try:
         if kind == "urdf":
             xml, assets, efforts = _urdf_for_mujoco(path)
@@ -453,6 +483,11 @@ def _load_robot(path: str | Path | None) -> Robot:
     spec.option.timestep = TIMESTEP
     _add_world(spec)
     config = load_config(path, builtin)
+    mimic = efforts.pop("__mimic__", [])
+    mimicked = {m[0] for m in mimic}
+    # a mimic joint follows its leader by the equality constraint MuJoCo's URDF reader makes of <mimic>: no motor
+    if kind == "mjcf":
+        servo_gains = _servos_to_motors(spec)
 
     if len(spec.actuators) == 0:
         hinges = [j for j in spec.joints if j.type == mujoco.mjtJoint.mjJNT_HINGE]
@@ -460,16 +495,19 @@ def _load_robot(path: str | Path | None) -> Robot:
             _refuse_no_hinge(path, [j.type for j in spec.joints])
         if builtin:
             hinges.sort(key=lambda j: Q1_ORDER.index(j.name) if j.name in Q1_ORDER else 999)
+        auto = config.gain_method == "auto"
         for j in hinges:
-            lim = efforts.get(j.name) or config.effort_for(j.name)
+            if j.name in mimicked:
+                continue
+            lim = efforts.get(j.name) or (None if auto else config.effort_for(j.name))
             short = re.sub(r"_joint$", "", j.name)
-            spec.add_actuator(
+            spec.add_actuator(  # an unlimited motor ("auto" with no effort given) gets its limit in _finish
                 name=f"motor_{short}",
                 target=j.name,
                 trntype=mujoco.mjtTrn.mjTRN_JOINT,
                 gear=[1, 0, 0, 0, 0, 0],
-                ctrllimited=mujoco.mjtLimited.mjLIMITED_TRUE,
-                ctrlrange=[-lim, lim],
+                ctrllimited=mujoco.mjtLimited.mjLIMITED_TRUE if lim else mujoco.mjtLimited.mjLIMITED_FALSE,
+                ctrlrange=[-lim, lim] if lim else [0, 0],
             )
     try:
         model = spec.compile()
@@ -478,7 +516,34 @@ def _load_robot(path: str | Path | None) -> Robot:
         raise LabError(
             f"model {path.name} does not compile: {msg}", "check the model in MuJoCo's simulate viewer"
         ) from exc
-    return _finish(path, kind, builtin, model, config, assets)
+    return _finish(path, kind, builtin, model, config, assets, mimic, servo_gains)
+
+
+def _servos_to_motors(spec) -> dict:
+    """MJCF position/velocity servos (an actuator with a bias) become torque motors the lab's PD drives; their
+    ``kp`` and ``kv`` are kept as the joint's gains. Returns {joint name: (kp, kd)}."""
+    gains = {}
+    for act in spec.actuators:
+        if act.trntype != mujoco.mjtTrn.mjTRN_JOINT or act.biastype == mujoco.mjtBias.mjBIAS_NONE:
+            continue
+        gear = act.gear[0] or 1.0
+        kp = float(act.gainprm[0]) * abs(gear)
+        kd = float(-act.biasprm[2]) * abs(gear)
+        gains[act.target] = (max(kp, 0.0), max(kd, 0.0))
+        act.gaintype = mujoco.mjtGain.mjGAIN_FIXED
+        act.gainprm = [1.0] + [0.0] * (len(act.gainprm) - 1)
+        act.biastype = mujoco.mjtBias.mjBIAS_NONE
+        act.biasprm = [0.0] * len(act.biasprm)
+        limited = act.forcelimited == mujoco.mjtLimited.mjLIMITED_TRUE or (
+            act.forcelimited == mujoco.mjtLimited.mjLIMITED_AUTO and any(act.forcerange)
+        )
+        if limited:  # the servo's force range is the motor's range
+            lo, hi = act.forcerange
+            act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+            act.ctrlrange = [lo / abs(gear), hi / abs(gear)]
+        else:
+            act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
+    return gains
 
 
 _JOINT_KINDS = {
@@ -501,10 +566,11 @@ def _refuse_no_hinge(path: Path, types) -> None:
     )
 
 
-def _finish(path, kind, builtin, model, config, assets) -> Robot:
+def _finish(path, kind, builtin, model, config, assets, mimic=(), servo_gains=None) -> Robot:
     if model.nu == 0:
         _refuse_no_hinge(path, model.jnt_type)
-    joint_names, actuator_names, qadr, dadr, lims = [], [], [], [], []
+    _unit_gear(model)
+    joint_names, actuator_names, qadr, dadr, jids, given = [], [], [], [], [], []
     for a in range(model.nu):
         if model.actuator_trntype[a] != mujoco.mjtTrn.mjTRN_JOINT:
             continue
@@ -515,23 +581,19 @@ def _finish(path, kind, builtin, model, config, assets) -> Robot:
         actuator_names.append(model.actuator(a).name)
         qadr.append(model.jnt_qposadr[j])
         dadr.append(model.jnt_dofadr[j])
-        lo, hi = model.actuator_ctrlrange[a]
-        gear = model.actuator_gear[a, 0] or 1.0
-        lims.append(
-            min(abs(lo), abs(hi)) * abs(gear) if model.actuator_ctrllimited[a] else config.effort_for(joint_names[-1])
-        )
+        jids.append(j)
+        given.append(_model_limit(model, a, j))
     if len(joint_names) != model.nu:
         raise LabError(
             f"model {path.name}: {model.nu - len(joint_names)} actuator(s) do not drive a hinge joint",
             "the lab's PD law drives one motor per hinge joint",
         )
-    bad = [(a or f"on joint {j}", v) for a, j, v in zip(actuator_names, joint_names, lims) if not math.isfinite(v)]
+    bad = [(a or f"on joint {j}", v) for a, j, v in zip(actuator_names, joint_names, given) if math.isinf(v)]
     if bad:
         raise LabError(
             f"model {path.name}: actuator {bad[0][0]}: torque limit {float(bad[0][1])} is not a finite number",
             "give the actuator a finite ctrlrange (MJCF) or its joint a finite effort (URDF)",
         )
-    gains = [config.gains_for(n) for n in joint_names]
     robot = Robot(
         path=path,
         kind=kind,
@@ -542,23 +604,118 @@ def _finish(path, kind, builtin, model, config, assets) -> Robot:
         assets=assets,
         joint_names=joint_names,
         actuator_names=actuator_names,
-        qadr=np.array(qadr),
-        dadr=np.array(dadr),
-        kp=np.array([g[0] for g in gains]),
-        kd=np.array([g[1] for g in gains]),
-        q_nominal=np.array([config.nominal_for(n) for n in joint_names]),
-        tau_limit=np.array(lims, dtype=float),
+        qadr=np.array(qadr, int),
+        dadr=np.array(dadr, int),
+        kp=np.zeros(len(jids)),
+        kd=np.zeros(len(jids)),
+        q_nominal=np.zeros(len(jids)),
+        tau_limit=np.zeros(len(jids)),
         root_body=1,
         torso_body=_find_body(model, config.torso_body, 1),
-        foot_bodies=[b for b in range(model.nbody) if re.search(config.foot_bodies, model.body(b).name or "")],
+        foot_bodies=[],
     )
-    lo = model.jnt_range[[model.actuator_trnid[a, 0] for a in range(model.nu)], 0]
-    hi = model.jnt_range[[model.actuator_trnid[a, 0] for a in range(model.nu)], 1]
-    limited = model.jnt_limited[[model.actuator_trnid[a, 0] for a in range(model.nu)]].astype(bool)
-    robot.q_nominal = np.where(limited, np.clip(robot.q_nominal, lo, hi), robot.q_nominal)
-    robot.init_qpos, robot.standing_height = _standing_qpos(robot)
+    robot.mimic = list(mimic)
+    robot.gain_method = config.gain_method
+    robot.gravity_ff = bool(config.gravity_ff) if config.gravity_ff is not None else config.gain_method == "auto"
+    if config.gain_method == "names":
+        _by_names(robot, np.array(given), np.array(jids))
+    else:
+        _by_model(robot, np.array(given), np.array(jids), servo_gains or {})
     robot.total_mass = float(model.body_mass.sum())
     return robot
+
+
+def _unit_gear(model) -> None:
+    """Every motor becomes ``ctrl`` = joint torque [N·m]: gear 1 and unit gain, its ranges scaled to match (the
+    PD law writes torques; an MJCF motor with ``gear="100"`` would otherwise get 100x them)."""
+    for a in range(model.nu):
+        scale = float(model.actuator_gear[a, 0]) * float(model.actuator_gainprm[a, 0] or 1.0)
+        if scale in (0.0, 1.0):
+            continue
+        model.actuator_ctrlrange[a] = sorted(model.actuator_ctrlrange[a] * scale)
+        model.actuator_forcerange[a] = sorted(model.actuator_forcerange[a] * abs(float(model.actuator_gear[a, 0])))
+        model.actuator_gear[a, 0] = 1.0
+        model.actuator_gainprm[a, 0] = 1.0
+
+
+def _model_limit(model, a, j) -> float:
+    """The tightest torque limit [N·m] the model gives actuator ``a`` on joint ``j`` (ctrlrange x gear, the
+    actuator's forcerange, the joint's actuatorfrcrange); nan when it gives none, inf for a non-finite one."""
+    out = math.nan
+    gear = abs(model.actuator_gear[a, 0]) or 1.0
+    candidates = []
+    if model.actuator_ctrllimited[a]:
+        candidates.append(min(abs(model.actuator_ctrlrange[a, 0]), abs(model.actuator_ctrlrange[a, 1])) * gear)
+    if model.actuator_forcelimited[a]:
+        candidates.append(min(abs(model.actuator_forcerange[a, 0]), abs(model.actuator_forcerange[a, 1])) * gear)
+    if model.jnt_actfrclimited[j]:
+        candidates.append(min(abs(model.jnt_actfrcrange[j, 0]), abs(model.jnt_actfrcrange[j, 1])))
+    for c in candidates:
+        if not math.isfinite(c):
+            return math.inf
+        out = c if math.isnan(out) else min(out, c)
+    return out
+
+
+def _by_names(robot: Robot, given, jids) -> None:
+    """The reference robot's way: gains, nominal angles and missing limits from the config's name tables."""
+    model, config, names = robot.model, robot.config, robot.joint_names
+    robot.tau_limit = np.array(
+        [g if math.isfinite(g) else config.effort_for(n) for g, n in zip(given, names)], dtype=float
+    )
+    gains = [config.gains_for(n) for n in names]
+    robot.kp = np.array([g[0] for g in gains])
+    robot.kd = np.array([g[1] for g in gains])
+    q = np.array([config.nominal_for(n) for n in names])
+    lo, hi = model.jnt_range[jids, 0], model.jnt_range[jids, 1]
+    robot.q_nominal = np.where(model.jnt_limited[jids].astype(bool), np.clip(q, lo, hi), q)
+    robot.foot_bodies = [b for b in range(model.nbody) if re.search(config.foot_bodies, model.body(b).name or "")]
+    robot.gain_notes = []
+    robot.init_qpos, robot.standing_height = _standing_qpos(robot)
+
+
+def _by_model(robot: Robot, given, jids, servo_gains: dict) -> None:
+    """:mod:`lab.robots.tuning`'s method, with what a sidecar gives (gains, nominal, effort defaults, feet)
+    overriding it joint by joint, and servo gains an MJCF declares kept as the joint's gains."""
+    from lab.robots import tuning
+
+    model, config, names = robot.model, robot.config, robot.joint_names
+    fixed = {}
+    if "nominal" in config.given:
+        fixed = {i: config.nominal_for(n) for i, n in enumerate(names) if _matches(config.nominal, n)}
+    feet = None
+    if "foot_bodies" in config.given:
+        feet = [b for b in range(model.nbody) if re.search(config.foot_bodies, model.body(b).name or "")]
+    limits = np.array(given, float)
+    if "effort_default" in config.given:
+        limits = np.array(
+            [
+                config.effort_for(n) if math.isnan(g) and _matches(config.effort_default, n) else g
+                for g, n in zip(limits, names)
+            ]
+        )
+    d = tuning.derive(model, jids, robot.qadr, robot.dadr, limits, fixed, side_of, feet, robot.kind == "urdf")
+    robot.kp, robot.kd, robot.tau_limit = d.kp, d.kd, d.tau_limit
+    for i, n in enumerate(names):
+        if n in servo_gains:
+            robot.kp[i], robot.kd[i] = servo_gains[n]
+        if "gains" in config.given and _matches(config.gains, n):
+            robot.kp[i], robot.kd[i] = config.gains_for(n)
+    for i, a in enumerate(range(model.nu)):
+        if not model.actuator_ctrllimited[a]:  # the limit the lab chose is the motor's too
+            model.actuator_ctrllimited[a] = 1
+            model.actuator_ctrlrange[a] = [-robot.tau_limit[i], robot.tau_limit[i]]
+    if robot.kind == "urdf":  # the one model both engines read (MuJoCo would integrate it implicitly)
+        model.dof_damping[:] = d.damping
+    robot.foot_bodies, robot.soles, robot.legs, robot.knees = d.feet, d.soles, d.legs, d.knees
+    robot.stance_tau, robot.gain_notes = d.stance_tau, d.notes
+    robot.init_qpos = d.init_qpos
+    robot.standing_height = float(d.init_qpos[2])
+    robot.q_nominal = d.init_qpos[robot.qadr].copy()
+
+
+def _matches(table, name: str) -> bool:
+    return any(re.search(entry[0], name) for entry in table)
 
 
 def _standing_qpos(robot: Robot) -> tuple[np.ndarray, float]:

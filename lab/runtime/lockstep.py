@@ -107,10 +107,8 @@ def mass_report(robot: Robot, engines: dict) -> dict:
                     for link, kg in e.link_masses().items()
                     if abs(kg - mj.get(link, 0.0)) > 1e-6
                 ]
-        warning = (
-            f"total mass differs: {', '.join(f'{n} {v:g} kg' for n, v in masses.items())}"
-            + (f" ({'; '.join(extra)})" if extra else "")
-            + "; links without <inertial> get 1 kg in PyBullet"
+        warning = f"total mass differs: {', '.join(f'{n} {v:g} kg' for n, v in masses.items())}" + (
+            f" ({'; '.join(extra)})" if extra else ""
         )
     return {"total_mass": masses, "mass_warning": warning}
 
@@ -141,7 +139,8 @@ class Lockstep(RealtimeRunner):
             raise LabError(f"mode '{mode}' is not available in Sim2Sim", f"available: {', '.join(modes)}")
         get_mode(mode, robot, modes=modes)  # an unknown mode raises before any engine exists
         gains = PDGains.for_robot(robot)
-        # PyBullet gives no gravity/Coriolis torque here: the same law for both means no feed-forward.
+        # the standing-load feed-forward is computed from the controller's model and each engine's measured
+        # state (lab.control.stance), so both engines get the same law
         self.gravity_ff_requested = gains.gravity_ff
         made: dict[str, Engine] = {}
         try:
@@ -152,7 +151,7 @@ class Lockstep(RealtimeRunner):
                 made,
                 modes,
                 mode,
-                gains=dataclasses.replace(gains, gravity_ff=False),
+                gains=gains,
                 all_modes=LAB_MODES,
                 rtf=rtf,
                 sample_hz=sample_hz,

@@ -73,8 +73,8 @@ class RealtimeRunner:
         self.robot = robot
         self.modes = modes
         self.all_modes = all_modes or modes
-        self.push = (push or PushParams()).validated()
-        self.squat = squat or SquatParams()
+        self.push = (push or PushParams.for_robot(robot)).validated()
+        self.squat = squat or SquatParams.for_robot(robot)
         self.engines = dict(engines)
         self.names = list(self.engines)
         dts = {float(e.dt) for e in self.engines.values()}
@@ -154,6 +154,67 @@ class RealtimeRunner:
                     r.set_mode(made[n])
             self.push = new_push
             return self.push
+
+    def set_gains(self, kp: np.ndarray, kd: np.ndarray) -> PDGains:
+        """New PD gains ``kp``, ``kd`` (nu,) [N·m/rad, N·m·s/rad] for every engine from the next tick on,
+        without a restart; the robot keeps them too (new arrays), so a reset or a new mode holds them.
+        The caller checks the values (finite, >= 0)."""
+        kp, kd = np.array(kp, dtype=float), np.array(kd, dtype=float)
+        with self._lock:
+            gains = dataclasses.replace(self.gains, kp=kp, kd=kd)
+            for r in self.rollouts.values():
+                r.set_gains(gains)
+            self.gains = gains
+            self.robot.kp, self.robot.kd = kp.copy(), kd.copy()
+            return gains
+
+    def set_nominal(self, q: np.ndarray) -> None:
+        """A new nominal pose ``q`` (nu,) [rad] (the robot keeps a new array); the current mode is made
+        again from it now, so ``stand`` holds the new pose (a ``pose`` mode starts over from it). The
+        caller checks the values (finite, inside the joint ranges)."""
+        q = np.array(q, dtype=float)
+        with self._lock:
+            old = self.robot.q_nominal
+            self.robot.q_nominal = q
+            try:
+                made = self._make_modes(self.mode_name)
+            except Exception:
+                self.robot.q_nominal = old
+                raise
+            for n, r in self.rollouts.items():
+                r.set_mode(made[n])
+
+    def set_pose(self, targets: dict) -> np.ndarray:
+        """New targets (actuator index -> angle [rad]) for the ``pose`` mode, the other joints hold;
+        a 409 :class:`LabError` in any other mode. The targets now held (nu,) [rad], a copy."""
+        with self._lock:
+            if self.mode_name != "pose":
+                raise LabError(
+                    f"joint targets are set only in pose mode; the mode is {self.mode_name}",
+                    'switch to pose first: POST /api/mode {"mode": "pose"}',
+                    409,
+                )
+            q = None
+            for r in self.rollouts.values():
+                q = r.mode.set_targets(targets)
+            return q.copy()
+
+    def joint_table(self, name: str | None = None) -> dict:
+        """The live joints of engine ``name`` (default: the first), copies taken under the lock:
+        ``q`` (nu,) [rad], ``target`` (nu,) [rad] (what the mode asks now), ``tau`` (nu,) [N·m] (the last
+        commanded torque), ``kp``, ``kd`` (nu,) (the gains the controller uses), ``mode`` and ``sim_time`` [s]."""
+        with self._lock:
+            r = self.rollouts[name or self.names[0]]
+            q, _ = r.engine.joint_state()
+            return {
+                "q": np.array(q, dtype=float),
+                "target": np.array(r.command.q_target, dtype=float),
+                "tau": np.array(r._tau, dtype=float),
+                "kp": r.gains.kp.copy(),
+                "kd": r.gains.kd.copy(),
+                "mode": self.mode_name,
+                "sim_time": r.engine.time,
+            }
 
     def set_rtf(self, rtf) -> None:
         self.rtf = self._check_rtf(rtf)

@@ -17,16 +17,22 @@ The traps of torque-controlled humanoids in PyBullet, and what this module does 
 - the floor is a thick box (top at z = 0): mesh feet tip over on Bullet's plane;
 - lateral friction is 1.0 on the feet and the floor, as on the MuJoCo side (Bullet multiplies the
   two coefficients, MuJoCo takes the larger); no rolling or spinning friction (MuJoCo condim 3);
-- links without ``<inertial>`` get 1 kg in PyBullet: :attr:`total_mass` reports what PyBullet sees.
+- the URDF is read through a copy (:func:`prepare_urdf`): absolute mesh and texture paths, and a name
+  for every ``<material>`` without one (PyBullet's parser refuses the whole file otherwise);
+- a link without ``<inertial>`` gets 1 kg and a unit inertia in PyBullet, MuJoCo's from its geoms:
+  PyBullet is given MuJoCo's mass, CoM and inertia for it (an ``<inertial>`` written into the copy), and
+  any other link whose mass or inertia differs by more than 1 % is set to MuJoCo's with
+  ``changeDynamics``; MuJoCo's model is the reference both engines share. :attr:`parity_before` holds
+  the per-link comparison on PyBullet's raw values, :attr:`load_notes` one line per cause and correction;
+- ``<mimic>`` joints (``robot.mimic``), which PyBullet ignores, are held by a ``JOINT_GEAR`` constraint;
+- :meth:`bias_torque` is the gravity torque of the actuated joints from PyBullet's own floating-base
+  inverse dynamics (``calculateInverseDynamics``, ``flags=1``, zero velocities and accelerations);
+  PyBullet's velocity terms in that call disagree with MuJoCo's, so they are left out (see there).
 
 One DIRECT-mode physics client per engine instance; :meth:`close` disconnects it.
 """
 
-import os
-import re
 import tempfile
-import xml.etree.ElementTree as ET
-from contextlib import contextmanager
 from importlib.metadata import version as _pkg_version
 from pathlib import Path
 
@@ -35,14 +41,23 @@ import numpy as np
 import pybullet as pb
 
 from lab.errors import LabError
-from lab.robots.model import Robot, _resolve_mesh
+from lab.robots.model import Robot
 from lab.sim.engine import Contact, Engine
+from lab.sim.parity import PARITY_TOLERANCE, LinkInertia, mujoco_links, parity_rows
+from lab.sim.pybullet_urdf import (
+    NO_INERTIAL,
+    bullet_messages,
+    captured_output,
+    check_urdf_for_pybullet,
+    inertial_element,
+    prepare_urdf,
+)
 
-# Mesh formats PyBullet's URDF importer reads (collision and visual).
-PYBULLET_MESH_EXTS = (".obj", ".stl", ".dae")
 MAX_JOINT_VELOCITY = 1000.0  # [rad/s], above Bullet's default clamp of 100
 FLOOR_FRICTION = 1.0  # as MuJoCo's floor and the robot's collision geoms
 FLOOR_HALF, FLOOR_HALF_Z = 50.0, 0.5  # [m] half sizes of the floor box
+MIMIC_MAX_FORCE = 1000.0  # [N·m] the most a <mimic> gear constraint may apply
+MIMIC_ERP = 0.2  # position error removed per step by a <mimic> gear constraint
 
 
 def _wxyz(q_xyzw) -> np.ndarray:
@@ -51,60 +66,6 @@ def _wxyz(q_xyzw) -> np.ndarray:
 
 def _xyzw(q_wxyz) -> list:
     return [float(q_wxyz[1]), float(q_wxyz[2]), float(q_wxyz[3]), float(q_wxyz[0])]
-
-
-@contextmanager
-def _captured_output():
-    """Capture what C code writes to fd 1/2 (PyBullet's parser messages) into a list of lines."""
-    lines: list[str] = []
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        saved = [os.dup(1), os.dup(2)]
-        try:
-            os.dup2(tmp.fileno(), 1)
-            os.dup2(tmp.fileno(), 2)
-            yield lines
-        finally:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in saved:
-                os.close(fd)
-            tmp.seek(0)
-            lines.extend(tmp.read().decode(errors="replace").splitlines())
-
-
-def check_urdf_for_pybullet(path: Path) -> None:
-    """Raise :class:`LabError` naming PyBullet when the URDF uses something PyBullet cannot read."""
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError as exc:
-        raise LabError(f"PyBullet cannot load {path.name}: not valid XML ({exc})", "Sim2Sim needs a URDF") from exc
-    if root.tag != "robot":
-        raise LabError(
-            f"PyBullet cannot load {path.name}: it is not a URDF (root element <{root.tag}>)",
-            "Sim2Sim needs a URDF that both MuJoCo and PyBullet read; MJCF works in the Lab only",
-        )
-    for mesh in root.iter("mesh"):
-        fn = mesh.get("filename") or ""
-        if Path(fn).suffix.lower() not in PYBULLET_MESH_EXTS:
-            raise LabError(
-                f"PyBullet cannot load {path.name}: mesh '{fn}' is in a format PyBullet does not read",
-                f"PyBullet reads {', '.join(PYBULLET_MESH_EXTS)} meshes; convert the mesh (e.g. to .stl or .obj)",
-            )
-
-
-def _urdf_for_pybullet(path: Path, tmpdir: str) -> Path:
-    """``path`` itself, or a copy with absolute mesh paths when it uses ``package://`` URIs."""
-    text = path.read_text(errors="replace")
-    if "package://" not in text:
-        return path
-    root = ET.parse(path).getroot()
-    for mesh in root.iter("mesh"):
-        fn = mesh.get("filename")
-        if fn:
-            mesh.set("filename", str(_resolve_mesh(fn, path.parent)))
-    out = Path(tmpdir) / path.name
-    out.write_text(ET.tostring(root, encoding="unicode"))
-    return out
 
 
 class PybulletEngine(Engine):
@@ -155,20 +116,7 @@ class PybulletEngine(Engine):
             restitution=0.0,
             physicsClientId=cid,
         )
-        flags = pb.URDF_USE_INERTIA_FROM_FILE | pb.URDF_MAINTAIN_LINK_ORDER
-        with tempfile.TemporaryDirectory() as tmp:
-            urdf = _urdf_for_pybullet(robot.path, tmp)
-            with _captured_output() as out:
-                try:
-                    self._body = pb.loadURDF(str(urdf), [0, 0, 1], flags=flags, useFixedBase=False, physicsClientId=cid)
-                except pb.error:
-                    self._body = -1
-        if self._body < 0:
-            reason = next((ln.strip() for ln in out if re.search(r"error|cannot|fail|invalid", ln, re.I)), "")
-            raise LabError(
-                f"PyBullet cannot load {robot.path.name}: {reason or 'its URDF parser rejected the file'}",
-                'check the URDF with `python -c "import pybullet as p; p.connect(p.DIRECT); p.loadURDF(PATH)"`',
-            )
+        self._body = self._load_robot(robot)
         body = self._body
         n = pb.getNumJoints(body, physicsClientId=cid)
         infos = [pb.getJointInfo(body, j, physicsClientId=cid) for j in range(n)]
@@ -236,14 +184,134 @@ class PybulletEngine(Engine):
         d = self._dyn_base = pb.getDynamicsInfo(body, -1, physicsClientId=cid)
         self._base_inertial = (list(d[3]), list(d[4]))  # inertial frame in the root link frame
         self._base_inertial_inv = pb.invertTransform(*self._base_inertial, physicsClientId=cid)
+        self._correct_inertias()
         self._masses = np.array([pb.getDynamicsInfo(body, j, physicsClientId=cid)[0] for j in range(-1, n)])
         self._total_mass = float(self._masses.sum())
+        self._mimic = self._add_mimic(joint_index)
+        pos = {j: i for i, j in enumerate(movable)}
+        self._bias_at = np.array([pos[j] for j in self._idx])  # actuated joints within the movable dofs
         self._tau = [0.0] * len(self._idx)
         self._push = None
         self._set_initial_state()
         self._state_id = pb.saveState(physicsClientId=cid)
         self._steps = 0
         self._q_cache = None
+
+    def _load_robot(self, robot: Robot) -> int:
+        """Load the URDF (through :func:`prepare_urdf`) and return the body; fill :attr:`load_notes`,
+        :attr:`parity_before` (PyBullet's raw values) and :attr:`corrected` for what PyBullet was given
+        of MuJoCo's inertias. A file PyBullet refuses raises a :class:`LabError` with PyBullet's message."""
+        prep = prepare_urdf(robot.path)
+        self.load_notes = list(prep.notes)
+        mj = mujoco_links(robot)
+        with tempfile.TemporaryDirectory() as tmp:
+            body, messages = self._load_file(robot, prep.write(tmp, f"raw_{robot.path.name}"))
+            raw = self.link_inertias(body)
+            self.raw_total_mass = float(sum(li.mass for li in raw.values()))
+            self.parity_before = parity_rows(mj, raw)
+            for level, msg in messages:
+                if not msg.startswith(NO_INERTIAL) and level in ("error", "warning"):  # those are said below
+                    self.load_notes.append(f"PyBullet {level}: {msg}")
+            fix = [n for n in prep.bare_links if n in mj and n in raw]
+            for name in prep.bare_links:
+                pb_kg = raw[name].mass if name in raw else 1.0
+                if name in mj:
+                    self.load_notes.append(
+                        f"link {name} has no <inertial>: PyBullet gives it {pb_kg:g} kg "
+                        f"(MuJoCo: {mj[name].mass:.4g} kg from its geoms); given MuJoCo's mass, CoM and inertia"
+                    )
+                else:
+                    self.load_notes.append(
+                        f"link {name} has no <inertial>: PyBullet gives it {pb_kg:g} kg; MuJoCo merged it into "
+                        "its parent, so it is left as PyBullet has it"
+                    )
+            self.corrected = list(fix)
+            if fix:  # load again with MuJoCo's inertial written into the links that have none
+                for link in prep.root.findall("link"):
+                    if link.get("name") in fix:
+                        link.insert(0, inertial_element(mj[link.get("name")]))
+                pb.removeBody(body, physicsClientId=self._cid)
+                body, _ = self._load_file(robot, prep.write(tmp, robot.path.name))
+        return body
+
+    def _load_file(self, robot: Robot, urdf: Path) -> tuple[int, list]:
+        flags = pb.URDF_USE_INERTIA_FROM_FILE | pb.URDF_MAINTAIN_LINK_ORDER
+        with captured_output() as out:
+            try:
+                body = pb.loadURDF(str(urdf), [0, 0, 1], flags=flags, useFixedBase=False, physicsClientId=self._cid)
+            except pb.error:
+                body = -1
+        messages = bullet_messages(out)
+        if body < 0:
+            errors = [m for level, m in messages if level == "error"] or [m for _, m in messages]
+            reason = "; ".join(errors)[:300] or "its URDF parser rejected the file"
+            raise LabError(
+                f"PyBullet cannot load {robot.path.name}: {reason}",
+                'check the URDF with `python -c "import pybullet as p; p.connect(p.DIRECT); p.loadURDF(PATH)"`',
+            )
+        return body, messages
+
+    def link_inertias(self, body: int | None = None) -> dict:
+        """Every link's :class:`~lab.sim.parity.LinkInertia` as PyBullet has it now, by link name
+        (CoM in the link frame; inertia diagonal in PyBullet's principal frame)."""
+        cid = self._cid
+        body = self._body if body is None else body
+        names = {-1: pb.getBodyInfo(body, physicsClientId=cid)[0].decode()}
+        for j in range(pb.getNumJoints(body, physicsClientId=cid)):
+            names[j] = pb.getJointInfo(body, j, physicsClientId=cid)[12].decode()
+        out = {}
+        for j, name in names.items():
+            d = pb.getDynamicsInfo(body, j, physicsClientId=cid)
+            out[name] = LinkInertia(float(d[0]), tuple(map(float, d[2])), tuple(map(float, d[3])), _wxyz(d[4]))
+        return out
+
+    def _correct_inertias(self) -> None:
+        """Give every link whose mass or inertia still differs from MuJoCo's by more than 1 % MuJoCo's
+        values (``changeDynamics``: mass and principal inertia; the inertia frame stays PyBullet's)."""
+        mj = mujoco_links(self.robot)
+        for row in parity_rows(mj, self.link_inertias()):
+            if row.merged or max(row.rel_diff, row.inertia_rel_diff) <= PARITY_TOLERANCE:
+                continue
+            j = self._link_index[row.link]
+            cur = np.array(pb.getDynamicsInfo(self._body, j, physicsClientId=self._cid)[2])
+            diag = np.empty(3)
+            diag[np.argsort(cur)] = np.sort(mj[row.link].diag)  # MuJoCo's values on PyBullet's axes, by rank
+            pb.changeDynamics(
+                self._body,
+                j,
+                mass=float(mj[row.link].mass),
+                localInertiaDiagonal=diag.tolist(),
+                physicsClientId=self._cid,
+            )
+            self.load_notes.append(
+                f"link {row.link}: PyBullet mass {row.pybullet_mass:.4g} kg, inertia "
+                f"{_fmt3(row.pybullet_inertia)} set to MuJoCo's {row.mujoco_mass:.4g} kg, {_fmt3(row.mujoco_inertia)}"
+            )
+            if row.link not in self.corrected:
+                self.corrected.append(row.link)
+
+    def _add_mimic(self, joint_index: dict) -> list:
+        """One ``JOINT_GEAR`` constraint per ``<mimic>`` (``robot.mimic``: joint, leader, multiplier, offset):
+        q_joint - multiplier * q_leader = offset. Returns (joint index, leader index, multiplier, offset)."""
+        out = []
+        for joint, leader, mult, offset in getattr(self.robot, "mimic", None) or []:
+            if joint not in joint_index or leader not in joint_index:
+                self.load_notes.append(f"mimic joint {joint} of {leader}: not found by name in PyBullet; not held")
+                continue
+            a, b = joint_index[joint], joint_index[leader]
+            c = pb.createConstraint(
+                self._body, a, self._body, b, pb.JOINT_GEAR, [0, 0, 1], [0, 0, 0], [0, 0, 0], physicsClientId=self._cid
+            )
+            pb.changeConstraint(
+                c,
+                gearRatio=-float(mult),
+                maxForce=MIMIC_MAX_FORCE,
+                erp=MIMIC_ERP,
+                relativePositionTarget=float(offset),
+                physicsClientId=self._cid,
+            )
+            out.append((a, b, float(mult), float(offset)))
+        return out
 
     def _link_for_body(self, body_id: int) -> int:
         name = self.robot.model.body(body_id).name
@@ -273,6 +341,9 @@ class PybulletEngine(Engine):
         pb.resetBaseVelocity(self._body, [0, 0, 0], [0, 0, 0], physicsClientId=self._cid)
         for j_pb, qadr, _ in self._mj_map:
             pb.resetJointState(self._body, j_pb, float(q0[qadr]), 0.0, physicsClientId=self._cid)
+        for a, b, mult, offset in self._mimic:  # a mimic joint starts where its constraint holds it
+            q_lead = pb.getJointState(self._body, b, physicsClientId=self._cid)[0]
+            pb.resetJointState(self._body, a, mult * q_lead + offset, 0.0, physicsClientId=self._cid)
 
     def _set_root(self, pos, quat_wxyz) -> None:
         """Place the root link frame; PyBullet wants the base inertial frame."""
@@ -369,6 +440,23 @@ class PybulletEngine(Engine):
             qpos[qadr] = s[0]
         return qpos
 
+    def bias_torque(self) -> np.ndarray:
+        """Gravity torque (nu,) [N·m] of the actuated joints for feed-forward: PyBullet's floating-base
+        inverse dynamics (``calculateInverseDynamics``, ``flags=1``: base position and quaternion before
+        the joint positions) at the current pose with zero velocities and accelerations. It equals the
+        gravity part of MuJoCo's ``qfrc_bias`` (to 1e-12 at the standing pose, tests/test_parity.py).
+
+        Velocity terms are left out on purpose: with joint velocities given, this PyBullet call's
+        Coriolis part disagrees with MuJoCo's (it reads the velocity list at the positions' offset of 7,
+        one past the 6 base dofs, and still differs by up to 0.08 N·m on the built-in robot when every
+        joint moves), so the feed-forward is gravity only, the part that matters near standing."""
+        cid, body = self._cid, self._body
+        pos, orn = pb.getBasePositionAndOrientation(body, physicsClientId=cid)
+        q = [s[0] for s in pb.getJointStates(body, self._movable, physicsClientId=cid)]
+        zeros = [0.0] * (6 + len(q))
+        out = pb.calculateInverseDynamics(body, [*pos, *orn, *q], zeros, zeros, flags=1, physicsClientId=cid)
+        return np.asarray(out[len(out) - len(q) :])[self._bias_at]
+
     @property
     def time(self):
         return self._steps * self.dt
@@ -380,3 +468,7 @@ class PybulletEngine(Engine):
     def link_masses(self) -> dict:
         """Mass [kg] of each link as PyBullet sees it, by link name."""
         return {name: float(self._masses[i + 1]) for name, i in self._link_index.items()}
+
+
+def _fmt3(v) -> str:
+    return "(" + ", ".join(f"{x:.3g}" for x in v) + ")"

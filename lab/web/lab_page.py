@@ -5,7 +5,7 @@ import time
 from flask import Blueprint, current_app, jsonify, render_template
 
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
-from lab.web import messages
+from lab.web import messages, models_api, parity_api, robot_api
 from lab.web.common import json_body, require_token
 from lab.web.control_api import control_blueprint, push_dict
 from lab.web.server import on_stop
@@ -45,22 +45,38 @@ def init_app(app, sock, robot, session, fps=60.0, width=640, height=480, preset=
     app.extensions["lab"] = {"robot": robot, "session": session, "hub": hub, "source": source}
     on_stop(app, hub.close)
     app.register_blueprint(bp)
+
+    def latest():  # the session as of this call: POST /api/model switches it
+        return app.extensions["lab"]["session"].latest()
+
     app.register_blueprint(
         control_blueprint(
             "lab",
             lambda: app.extensions["lab"]["session"],
             status_dict,
-            session.latest,
+            latest,
         )
     )
 
     # the robot panel, the model picker and the PyBullet notes register here (one line each)
+    app.register_blueprint(parity_api.lab_bp)  # GET /api/pybullet_notes
+    models_api.init_app(app, "lab")
+    app.register_blueprint(robot_api.bp)  # GET/POST /api/robot, /api/robot/sidecar, POST /api/pose
 
     @sock.route("/ws")
     def ws(ws):
-        c = app.extensions["lab"]
-        hello = messages.hello("lab", ["lab"], width, height, fps, robot.identity_dict(), modes=list(session.modes))
-        ws_loop(ws, {"lab": c["hub"]}, c["session"].latest, hello, metrics_hz=25, status_fn=status_small)
+        c = app.extensions["lab"]  # robot and session as of now (POST /api/model switches them)
+        hello = messages.hello(
+            "lab", ["lab"], width, height, fps, c["robot"].identity_dict(), modes=list(c["session"].modes)
+        )
+        ws_loop(
+            ws,
+            {"lab": c["hub"]},
+            latest,
+            hello,
+            metrics_hz=25,
+            status_fn=status_small,
+        )
 
     def status_small():
         c = app.extensions["lab"]

@@ -374,6 +374,7 @@ def lab_spec(modes: list, remote: bool = True, scans: bool = True, app=None) -> 
     status_ref = ref("LabStatus")
     paths = {"/": _html("the Lab page", "lab_page")}
     paths.update(_control_paths("lab", modes, status_ref, metrics))
+    paths.update(_parity_paths("lab"))  # GET /api/pybullet_notes
     lo, hi = RTF_RANGE
     paths["/api/rtf"] = {
         "post": op(
@@ -390,6 +391,10 @@ def lab_spec(modes: list, remote: bool = True, scans: bool = True, app=None) -> 
         paths.update(_remote_paths(comps))
     if scans:
         paths.update(_scan_paths(comps, app))
+    if app is None or "robot" in app.blueprints:
+        paths.update(_robot_paths(comps, app))
+    if app is None or "lab_models" in app.blueprints:
+        paths.update(_models_paths(comps, "lab"))
     ws = {"/ws": "frames (binary JPEG after a text header), metrics at 25 Hz, status (lab/web/messages.py)"}
     if remote:
         ws["/ws/remote"] = "frames of the remote robot and the monitor status at 10 Hz"
@@ -445,8 +450,200 @@ def sim2sim_spec(modes: list) -> dict:
     )
     paths = {"/": _html("the Sim2Sim page", "sim2sim_page")}
     paths.update(_control_paths("sim2sim", modes, ref("Sim2SimStatus"), metrics))
+    paths.update(_parity_paths("sim2sim"))  # GET /api/parity
+    paths.update(_models_paths(comps, "sim2sim"))
     ws = {"/ws?views=mujoco,pybullet[,overlay]": "frames tagged by view, metrics at 25 Hz; unknown view -> error"}
     return _spec("sim2sim", paths, comps, ws)
+
+
+# ---------------------------------------------------------------- the model picker (Lab and Sim2Sim)
+
+
+def _models_paths(comps: dict, service: str) -> dict:
+    """``GET /api/models``, ``POST /api/model`` and ``POST /api/models/upload`` (lab/web/models_api.py)."""
+    entry = obj(
+        {
+            "id": {**STR, "description": "builtin, startup (the --model file) or the path inside the models folder"},
+            "name": STR,
+            "file": STR,
+            "kind": {"type": "string", "enum": ["urdf", "mjcf"]},
+            "size": {**INT, "description": "bytes of the model file"},
+            "usable": {**BOOL, "description": "this service can run it (Sim2Sim: URDF only)"},
+            "current": BOOL,
+        }
+    )
+    comps["schemas"]["ModelEntry"] = entry
+    t = [f"{service}-models"]
+    listing = obj(
+        {
+            "models": arr(ref("ModelEntry")),
+            "current": STR,
+            "folder": STR,
+            "service": STR,
+            "max_upload": {**INT, "description": "bytes"},
+        }
+    )
+    switched = obj({"current": STR, "model": ref("ModelEntry"), "identity": ref("Identity")})
+    zip_body = {"type": "string", "format": "binary", "description": "the zip of a robot folder"}
+    upload_body = {
+        "required": True,
+        "content": {
+            "application/zip": {"schema": zip_body},
+            "multipart/form-data": {
+                "schema": obj(
+                    {"file": zip_body, "model": {**STR, "description": "which model file, when the zip has several"}},
+                    required=["file"],
+                )
+            },
+        },
+    }
+    return {
+        "/api/models": {
+            "get": op("the models this service may switch to", _json_ok(listing), op_id=f"{service}_models", tags=t)
+        },
+        "/api/model": {
+            "post": op(
+                "switch the running robot (loaded and checked first; a failing model leaves the running one alone)",
+                {**_json_ok(switched), **_errors(400, 409)},
+                body=_body(obj({"id": STR}, extra=True)),
+                token=True,
+                post=True,
+                op_id=f"{service}_model",
+                tags=t,
+            )
+        },
+        "/api/models/upload": {
+            "post": op(
+                "upload a zipped robot folder: extracted safely, its model loaded to check it, then listed",
+                {**_json_ok(obj({"model": ref("ModelEntry")}), "uploaded and listed", 201), **_errors(400, 409)},
+                body=upload_body,
+                token=True,
+                post=True,
+                op_id=f"{service}_models_upload",
+                tags=t,
+            )
+        },
+    }
+
+
+# ---------------------------------------------------------------- the robot panel (on the Lab)
+
+
+def _robot_paths(comps: dict, app=None) -> dict:
+    """``/api/robot``, ``/api/robot/sidecar`` and ``/api/pose`` (lab/web/robot_api.py)."""
+    from lab.control.pose import GAIN_MAX
+
+    joint = obj(
+        {
+            "name": STR,
+            "actuator": STR,
+            "lower": {**NUM_N, "description": "joint range [rad]; null when unlimited"},
+            "upper": NUM_N,
+            "tau_limit": {**NUM_N, "description": "N·m"},
+            "kp": {**NUM, "description": "N·m/rad"},
+            "kd": {**NUM, "description": "N·m·s/rad"},
+            "nominal": {**NUM, "description": "rad"},
+            "q": NUM_N,
+            "target": NUM_N,
+            "error": {**NUM_N, "description": "target - q [rad]"},
+            "tau": {**NUM_N, "description": "last commanded torque [N·m]"},
+            "saturated": BOOL,
+        }
+    )
+    joint["properties"]["gain_note"] = STR_N
+    comps["schemas"]["RobotJoint"] = joint
+    comps["schemas"]["Robot"] = obj(
+        {
+            "file": STR,
+            "kind": STR,
+            "builtin": BOOL,
+            "nu": INT,
+            "total_mass": NUM,
+            "standing_height": NUM,
+            "gains_source": STR,
+            "mode": STR,
+            "sim_time": NUM,
+            "gain_max": NUM,
+            "joints": arr(ref("RobotJoint")),
+        }
+    )
+    names = []
+    if app is not None and app.extensions.get("lab", {}).get("robot") is not None:
+        names = list(app.extensions["lab"]["robot"].joint_names)
+    pair = arr(rng(0, GAIN_MAX), 2)
+    pair["description"] = "[kp N·m/rad, kd N·m·s/rad]"
+
+    def by_joint(value: dict, description: str) -> dict:
+        s = {"type": "object", "minProperties": 1, "additionalProperties": value, "description": description}
+        if names:
+            s["properties"] = {n: copy.deepcopy(value) for n in names}
+        return s
+
+    angle = {**NUM, "description": "rad, inside the joint range"}
+    change = obj(
+        {
+            "gains": by_joint(pair, "actuated joint name -> [kp, kd]"),
+            "nominal": by_joint(angle, "actuated joint name -> nominal angle"),
+        },
+        required=[],
+        extra=False,
+    )
+    change["description"] = "gains and/or nominal angles, checked whole before any is applied"
+    sidecar = obj(
+        {
+            "gains": {"type": "object", "additionalProperties": arr(NUM, 2)},
+            "nominal": {"type": "object", "additionalProperties": NUM},
+        }
+    )
+    pose = obj({"q": by_joint(angle, "actuated joint name -> target angle")}, extra=False)
+    held = obj(
+        {"mode": {"type": "string", "enum": ["pose"]}, "targets": {"type": "object", "additionalProperties": NUM}}
+    )
+    t = ["robot"]
+    return {
+        "/api/robot": {
+            "get": op(
+                "the robot and every actuated joint, live (actuator order)",
+                _json_ok(ref("Robot")),
+                op_id="robot",
+                tags=t,
+            ),
+            "post": op(
+                "change PD gains and/or the nominal pose of the running simulation",
+                {**_json_ok(ref("Robot")), **_errors(400)},
+                body=_body(change),
+                token=True,
+                post=True,
+                op_id="robot_change",
+                tags=t,
+            ),
+        },
+        "/api/robot/sidecar": {
+            "get": op(
+                "the gains and nominal pose now as <model>.lab.json (an attachment)",
+                {
+                    "200": {
+                        "description": "the sidecar file (Content-Disposition: attachment)",
+                        "headers": {"Content-Disposition": {"schema": STR}},
+                        "content": {JSON: {"schema": sidecar}},
+                    }
+                },
+                op_id="robot_sidecar",
+                tags=t,
+            )
+        },
+        "/api/pose": {
+            "post": op(
+                "joint targets of the pose mode (the other joints hold); 409 in any other mode",
+                {**_json_ok(held), **_errors(400, 409)},
+                body=_body(pose),
+                token=True,
+                post=True,
+                op_id="pose",
+                tags=t,
+            )
+        },
+    }
 
 
 # ---------------------------------------------------------------- the remote monitor (on the Lab)
@@ -1063,3 +1260,65 @@ def register(app) -> None:
     """Serve ``GET /api/openapi.json`` on ``app`` (once; calling again does nothing)."""
     if "openapi_json" not in app.view_functions:
         app.add_url_rule(OPENAPI_PATH, "openapi_json", _openapi_json, methods=["GET"])
+
+
+def _parity_paths(service: str) -> dict:
+    """``GET /api/pybullet_notes`` (the Lab) or ``GET /api/parity`` (Sim2Sim) of lab/web/parity_api.py."""
+    if service == "lab":
+        notes = obj(
+            {
+                "applicable": BOOL,
+                "notes": arr(STR),
+                "error": STR_N,
+                "total": obj({"mujoco": NUM, "pybullet_raw": NUM, "pybullet": NUM}, nullable=True),
+            },
+            required=["applicable"],
+        )
+        return {
+            "/api/pybullet_notes": {
+                "get": op(
+                    "what PyBullet makes of the robot's URDF (missing inertials, unnamed materials, load errors)",
+                    _json_ok(notes),
+                    op_id="lab_pybullet_notes",
+                    tags=["lab"],
+                )
+            }
+        }
+    arr3 = arr(NUM_N, nullable=True)
+    row = obj(
+        {
+            "link": STR,
+            "mujoco_mass": NUM_N,
+            "pybullet_mass": NUM_N,
+            "rel_diff": NUM_N,
+            "inertia_rel_diff": NUM_N,
+            "mujoco_inertia": arr3,
+            "pybullet_inertia": arr3,
+            "com_diff": NUM_N,
+            "merged": BOOL,
+            "disagrees": BOOL,
+        }
+    )
+    summary = obj({"links": {"type": "integer"}, "merged": arr(STR), "disagree": arr(STR), "max_diff": NUM})
+    body = obj(
+        {
+            "applicable": BOOL,
+            "rows": arr(row),
+            "after": arr(row),
+            "corrected": arr(STR),
+            "total": obj({"mujoco": NUM, "pybullet_raw": NUM, "pybullet": NUM}, nullable=True),
+            "summary": obj({"before": summary, "after": summary}),
+            "notes": arr(STR),
+        },
+        required=["applicable", "rows", "corrected", "total", "notes"],
+    )
+    return {
+        "/api/parity": {
+            "get": op(
+                "per-link mass/inertia of MuJoCo against PyBullet's raw values at load, and what was corrected",
+                _json_ok(body),
+                op_id="sim2sim_parity",
+                tags=["sim2sim"],
+            )
+        }
+    }

@@ -24,7 +24,7 @@ from flask import Blueprint, current_app, jsonify, render_template, request
 from lab.errors import LabError
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
 from lab.settings import Settings
-from lab.web import make_flask, messages, settings_for, use_settings
+from lab.web import make_flask, messages, models_api, parity_api, settings_for, use_settings
 from lab.web.common import json_body, require_token
 from lab.web.control_api import control_blueprint, push_dict
 from lab.web.server import on_stop
@@ -126,6 +126,8 @@ def init_app(app, sock, lockstep, fps=30.0, width=640, height=480, preset=None):
     on_stop(app, lockstep.close)
     app.register_blueprint(bp)
     # the mass/inertia parity table and the model picker register here (one line each)
+    app.register_blueprint(parity_api.sim2sim_bp)  # GET /api/parity
+    models_api.init_app(app, "sim2sim")
     app.register_blueprint(
         control_blueprint(
             "sim2sim", lambda: app.extensions["sim2sim"]["lockstep"], status_dict, metrics_sample, tuple(lockstep.modes)
@@ -212,7 +214,7 @@ def status_dict() -> dict:
         "sim": ls.sim_info(),
         "control": {
             "law": "tau = clip(kp (q* - q) - kd qd)",
-            "gravity_ff": False,
+            "gravity_ff": ls.gravity_ff_requested,
             "gravity_ff_requested": ls.gravity_ff_requested,
             "tick_s": ls.dt,
         },

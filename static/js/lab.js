@@ -10,6 +10,7 @@ const HELP = {
   push: 'stand, pushed on the torso at a fixed period',
   zero: 'control off (zero torque): the robot falls',
   walk: 'closed-loop walk: planned vs actual CoM and ZMP on the curves',
+  pose: 'hold joint targets set per joint (sliders in the Robot panel)',
 };
 
 const charts = {
