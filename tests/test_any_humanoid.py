@@ -173,3 +173,12 @@ def test_a_public_mujoco_humanoid_with_geared_motors_and_joint_springs(mode, tmp
 def test_a_point_footed_humanoid_without_ankles_is_told_it_cannot_stand():
     r = load_robot(public_humanoid("humanoid_symmetric_no_ground.xml"))
     assert any("touches the floor along a line or at a point" in n for n in r.gain_notes)
+
+
+def test_the_view_frames_a_robot_by_its_size(family):
+    from lab.render.renderer import REF_SPAN, robot_span
+
+    builtin = load_robot(None)
+    assert robot_span(builtin.model, mujoco.MjData(builtin.model)) == pytest.approx(REF_SPAN, abs=0.002)
+    spans = {n: robot_span(family[n].model, mujoco.MjData(family[n].model)) / REF_SPAN for n in ("tiny", "giant")}
+    assert spans["tiny"] == pytest.approx(0.5, rel=0.1) and spans["giant"] == pytest.approx(2.0, rel=0.1)
