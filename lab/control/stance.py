@@ -49,6 +49,10 @@ class StanceFeedForward:
             self.ankles.append((i, j))
             damping.append(max(2.0 * np.sqrt(robot.kp[i] * inertia) - robot.kd[i], 0.0))
         self.damping = np.array(damping)
+        # (mimic qpos address, leader qpos address, multiplier, offset), looked up once
+        self._mimic = [
+            (int(m.joint(j).qposadr[0]), int(m.joint(lead).qposadr[0]), mult, off) for j, lead, mult, off in robot.mimic
+        ]
 
     def torque(self, engine) -> np.ndarray:
         """(nu,) [N·m] for ``engine``'s current state; the same array until the next update."""
@@ -63,8 +67,8 @@ class StanceFeedForward:
         q, _ = engine.joint_state()
         d.qpos[0:3], d.qpos[3:7] = pos, quat
         d.qpos[r.qadr] = q
-        for joint, leader, mult, offset in r.mimic:
-            d.qpos[m.joint(joint).qposadr[0]] = offset + mult * d.qpos[m.joint(leader).qposadr[0]]
+        for a, lead, mult, offset in self._mimic:
+            d.qpos[a] = offset + mult * d.qpos[lead]
         mujoco.mj_kinematics(m, d)
         mujoco.mj_comPos(m, d)
         tau = stance_torques(m, d, r.soles, r.dadr)

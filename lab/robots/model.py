@@ -701,10 +701,10 @@ def _by_model(robot: Robot, given, jids, servo_gains: dict) -> None:
             robot.kp[i], robot.kd[i] = servo_gains[n]
         if "gains" in config.given and _matches(config.gains, n):
             robot.kp[i], robot.kd[i] = config.gains_for(n)
-    for i, a in enumerate(range(model.nu)):
+    for a in range(model.nu):  # actuator a drives joint a of the robot's order
         if not model.actuator_ctrllimited[a]:  # the limit the lab chose is the motor's too
             model.actuator_ctrllimited[a] = 1
-            model.actuator_ctrlrange[a] = [-robot.tau_limit[i], robot.tau_limit[i]]
+            model.actuator_ctrlrange[a] = [-robot.tau_limit[a], robot.tau_limit[a]]
     if robot.kind == "urdf":  # the one model both engines read (MuJoCo would integrate it implicitly)
         model.dof_damping[:] = d.damping
     robot.foot_bodies, robot.soles, robot.legs, robot.knees = d.feet, d.soles, d.legs, d.knees

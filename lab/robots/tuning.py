@@ -89,14 +89,14 @@ def _collides(model, g) -> bool:
 
 def lowest_point(model, data) -> float:
     """World z [m] of the lowest point of every collision geometry of the robot at ``data``'s pose."""
-    low = np.inf
-    for g in range(model.ngeom):
-        if not _collides(model, g):
-            continue
-        pts, rad = geom_points(model, g)
-        z = data.geom_xpos[g, 2] + pts @ data.geom_xmat[g].reshape(3, 3)[2] - rad
-        low = min(low, float(z.min()))
+    low = min((geom_lowest(model, data, g) for g in range(model.ngeom) if _collides(model, g)), default=np.inf)
     return low if np.isfinite(low) else 0.0
+
+
+def geom_lowest(model, data, g) -> float:
+    """World z [m] of the lowest point of geom ``g`` at ``data``'s pose."""
+    pts, rad = geom_points(model, g)
+    return float((data.geom_xpos[g, 2] + pts @ data.geom_xmat[g].reshape(3, 3)[2] - rad).min())
 
 
 def body_points(model, body) -> tuple[np.ndarray, np.ndarray, list]:
@@ -155,25 +155,22 @@ def find_sole(model, data, body) -> Sole | None:
     return Sole(body, n, center, corners)
 
 
-def side_by_position(name_side, y: float) -> int:
-    return name_side if name_side is not None else (0 if y > 0 else 1)
-
-
 def find_feet(model, data, side_of) -> list[int]:
     """Per side, the body whose collision geometry reaches lowest (``data`` at the zero pose); [left, right]."""
     low = {}
     for g in range(model.ngeom):
         if not _collides(model, g):
             continue
-        pts, rad = geom_points(model, g)
-        z = float((data.geom_xpos[g, 2] + pts @ data.geom_xmat[g].reshape(3, 3)[2] - rad).min())
+        z = geom_lowest(model, data, g)
         b = int(model.geom_bodyid[g])
         low[b] = min(low.get(b, np.inf), z)
     best = {}
     for b, z in low.items():
         if b == 1:  # the root itself is not a foot
             continue
-        side = side_by_position(side_of(model.body(b).name), float(data.xpos[b, 1] - data.xpos[1, 1]))
+        side = side_of(model.body(b).name)
+        if side is None:  # x forward, y left
+            side = 0 if data.xpos[b, 1] > data.xpos[1, 1] else 1
         if side not in best or z < best[side][1] - 1e-6:
             best[side] = (b, z)
     return [best[s][0] for s in (0, 1) if s in best]

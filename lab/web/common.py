@@ -290,6 +290,12 @@ def _wrong_content_type():
     return error(f"expected Content-Type application/json, got {got}", JSON_HINT, 415)
 
 
+def body_rule(app, path: str, check) -> None:
+    """Route ``path`` checks its own body: after Host and Origin, :func:`guard_request` returns ``check()``
+    (None to go on, or an error response) in place of the JSON size and type checks."""
+    app.extensions.setdefault("lab_body_rules", {})[path] = check
+
+
 def guard_request():
     """The ``before_request`` hook of every service: Host and Origin (403) for state changes and WebSocket
     upgrades; then, for state changes, the body's declared size (413) and type (415); nothing is read."""
@@ -299,6 +305,9 @@ def guard_request():
     refused = _foreign_host() or _foreign_origin()
     if refused or upgrade:
         return refused
+    own = current_app.extensions.get("lab_body_rules", {}).get(request.path)
+    if own is not None:  # a route with its own body type and size (an upload)
+        return own()
     limit = body_limit()
     length = request.content_length
     if length is not None and length > limit:

@@ -40,12 +40,9 @@ def upload_limit() -> int:
 # --- the request guard, with the upload route's own body type and size ---------------------------
 
 
-def _guard_upload():
-    """The upload route's guard: Host and Origin exactly as :func:`lab.web.common.guard_request`; the
-    body is a zip or a multipart form (415 otherwise) of at most the upload limit (413 before reading)."""
-    refused = common._foreign_host() or common._foreign_origin()
-    if refused:
-        return refused
+def _check_upload_body():
+    """The upload route's body (Host and Origin are checked first by :func:`lab.web.common.guard_request`): a
+    zip or a multipart form (415 otherwise) of at most the upload limit (413 before reading)."""
     limit = upload_limit() + MULTIPART_SLACK
     length = request.content_length
     if length is not None and length > limit:
@@ -61,26 +58,6 @@ def _guard_upload():
             415,
         )
     return None
-
-
-def _install_guard(app) -> None:
-    """Put the upload route's guard in place of the app-wide one for that one route (every other request
-    still goes through :func:`lab.web.common.guard_request` unchanged)."""
-    funcs = app.before_request_funcs.setdefault(None, [])
-    if any(getattr(f, "_lab_models_guard", False) for f in funcs):
-        return
-
-    def guard():
-        if request.path == UPLOAD_PATH and request.method in common.STATE_METHODS:
-            return _guard_upload()
-        return common.guard_request()
-
-    guard._lab_models_guard = True
-    for i, f in enumerate(funcs):
-        if f is common.guard_request:
-            funcs[i] = guard
-            return
-    funcs.insert(0, guard)
 
 
 def _read_upload() -> tuple[bytes, str | None, str | None]:
@@ -346,7 +323,7 @@ def init_app(app, service: str, max_upload: int = library.MAX_UPLOAD) -> None:
         "switch_lock": threading.Lock(),
         "upload_lock": threading.Lock(),
     }
-    _install_guard(app)
+    common.body_rule(app, UPLOAD_PATH, _check_upload_body)
     app.register_blueprint(models_blueprint(service))
 
     # the runner running at shutdown may be a switched-in one, not the one the app factory registered
