@@ -1,17 +1,21 @@
 """Stability scan of the closed-loop walk: step length x step height.
 
-Every grid point is a separate run of the 03_walk closed loop (``lab.walking.walk.run_walk``) in
-its own process with a timeout, through the same scan engine the Lab's /scans page uses
-(``lab.scans``: kind ``walk_stability``, local process pool or Ray). Writes under ``--out``:
+Every grid point is a separate walk in its own process with a timeout, through the same scan engine
+the Lab's /scans page uses (``lab.scans``: kind ``walk_stability``, local process pool or Ray):
+``--controller feedback`` (default) the DCM feedback walker (``lab.walking.feedback_run``) at
+vx = step length / its 0.45 s step period, ``--controller pd`` the joint-PD closed loop of 03_walk
+(``lab.walking.run.run_walk``). Writes under ``--out``:
 
 - ``stability_scan.csv`` / ``stability_scan.json``: one row per point (parameters, metrics, wall time);
 - ``heatmap_pitch.png``: peak pitch per cell with PASS/FAIL (stable = pelvis >= 0.35 m and
   pitch <= 45 deg, scaled to the robot), beside the lowest pelvis height;
-- ``metrics_bars.png``: peak pitch and roll, lowest pelvis, time of fall, planned vs actual travel;
+- ``metrics_bars.png``: peak pitch and roll, lowest pelvis, time of fall, and planned vs actual travel
+  (pd) or commanded vs measured speed (feedback);
 - ``trajectories.png``: pelvis height, pitch and roll over time of representative points;
 - ``summary.json``: every number above, the scan id and where each point's own files are.
 
     python experiments/05_stability_scan.py --step-lens 0.02,0.04 --step-heights 0.02,0.04
+    python experiments/05_stability_scan.py --controller pd            # the joint-PD baseline
     python experiments/05_stability_scan.py --executor ray            # local Ray instance
     python experiments/05_stability_scan.py --executor ray --ray-address auto
 """
@@ -87,6 +91,12 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--steps", type=int, default=6, help="steps per walk (default 6)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--controller",
+        choices=["feedback", "pd"],
+        default="feedback",
+        help="feedback walker (default) or joint-PD walk",
+    )
     ap.add_argument("--executor", choices=["local", "ray"], default="local")
     ap.add_argument("--ray-address", default=None, help="join this Ray cluster (default: a local Ray instance)")
     ap.add_argument("--workers", type=int, default=None, help="points at a time (default: one per core)")
@@ -99,7 +109,13 @@ def main(argv=None) -> int:
 
     spec = {
         "kind": "walk_stability",
-        "grid": {"step_len": a.step_lens, "step_height": a.step_heights, "steps": [a.steps], "seed": [a.seed]},
+        "grid": {
+            "step_len": a.step_lens,
+            "step_height": a.step_heights,
+            "steps": [a.steps],
+            "seed": [a.seed],
+            "controller": [a.controller],
+        },
         "executor": a.executor,
         "workers": a.workers,
         "timeout_s": a.timeout,
@@ -142,7 +158,8 @@ def main(argv=None) -> int:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), constrained_layout=True)
     heatmap(axes[0], pitch, xs, ys, "peak pitch [deg] (PASS = stable)", "deg", points, "YlOrRd")
     heatmap(axes[1], zmin, xs, ys, "lowest pelvis height [m]", "m", points, "viridis")
-    fig.suptitle(f"walk stability, {a.steps} steps, Q1 PD closed loop ({sid})")
+    who = "feedback walker (DCM)" if a.controller == "feedback" else "joint-PD closed loop"
+    fig.suptitle(f"walk stability, {a.steps} steps, Q1 {who} ({sid})")
     fig.savefig(out / "heatmap_pitch.png", dpi=100)
     plt.close(fig)
 
@@ -158,7 +175,13 @@ def main(argv=None) -> int:
     colours = ["#1b7f3b" if p["metrics"].get("stable") else "#b00020" for p in done]
     for ax, (key, title) in zip(axes, bars):
         vals = [p["metrics"].get(key) for p in done]
-        ax.bar(labels, [np.nan if v is None else v for v in vals], color=colours)
+        ys = [np.nan if v is None else v for v in vals]
+        no_fall = key == "fall_time_s"  # a point that never fell has no time of fall: a labelled empty bar
+        ax.bar(labels, [0.0 if no_fall and np.isnan(y) else y for y in ys], color=colours)
+        if no_fall:
+            for i, y in enumerate(ys):
+                if np.isnan(y):
+                    ax.text(i, 0, "no fall", ha="center", va="bottom", fontsize=8, rotation=90, color="#1b7f3b")
         ax.set_title(title)
         ax.tick_params(axis="x", rotation=45)
         ax.grid(axis="y", alpha=0.3)
@@ -166,14 +189,21 @@ def main(argv=None) -> int:
     if done:
         axes[2].axhline(done[0]["metrics"].get("pelvis_limit_m", 0.35), color="k", ls="--", lw=1)
     x = np.arange(len(done))
+    planned, actual, title = ("forward_planned_m", "forward_actual_m", "forward travel [m]")
+    if a.controller == "feedback":
+        planned, actual, title = ("vx_cmd_mps", "mean_speed_mps", "forward speed [m/s]")
+
+    def values(key):
+        return [np.nan if p["metrics"].get(key) is None else p["metrics"][key] for p in done]
+
     axes[4].bar(
-        x - 0.2, [p["metrics"].get("forward_planned_m", np.nan) for p in done], 0.4, label="planned", color="#888"
+        x - 0.2, values(planned), 0.4, label="commanded" if a.controller == "feedback" else "planned", color="#888"
     )
     axes[4].bar(
-        x + 0.2, [p["metrics"].get("forward_actual_m", np.nan) for p in done], 0.4, label="actual", color=colours
+        x + 0.2, values(actual), 0.4, label="measured" if a.controller == "feedback" else "actual", color=colours
     )
     axes[4].set_xticks(x, labels, rotation=45)
-    axes[4].set_title("forward travel [m]")
+    axes[4].set_title(title)
     axes[4].legend(fontsize=8)
     fig.supxlabel("step length / step height [m]  (green: stable, red: fell)")
     fig.savefig(out / "metrics_bars.png", dpi=100)
@@ -214,6 +244,7 @@ def main(argv=None) -> int:
         "executor": a.executor,
         "workers": scan["workers"],
         "seed": a.seed,
+        "controller": a.controller,
         "steps": a.steps,
         "step_lens_m": xs,
         "step_heights_m": ys,
@@ -245,6 +276,8 @@ def main(argv=None) -> int:
                         "fall_time_s",
                         "stable",
                         "forward_actual_m",
+                        "steps_completed",
+                        "mean_speed_mps",
                     )
                 },
             }

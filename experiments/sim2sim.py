@@ -4,10 +4,13 @@ For each mode asked for, both engines start from the same state and advance in l
 physics step of 1 ms each, the same PD torque law on each engine's own state). The script writes
 ``summary.json`` (per engine: steady-state tracking error, time to fall; divergence between the
 engines: pelvis height difference and joint-angle RMS difference over time), one CSV per mode
-with every 10 ms sample, and one PNG per mode.
+with every 10 ms sample, and one PNG per mode. In ``walk`` (the feedback walker in both engines) the
+summary also holds the per-step divergence (touchdowns paired by step index: touchdown Δt, foothold
+Δx/Δy/Δxy, upright; ``Lockstep.step_divergence``), also written as ``sim2sim_walk_steps.csv``.
 
-    python experiments/sim2sim.py                       # all four modes, 10 s each
+    python experiments/sim2sim.py                       # every mode (stand squat push zero walk), 10 s each
     python experiments/sim2sim.py --mode zero --seconds 3 --out /tmp/s2s
+    python experiments/sim2sim.py --mode walk --seconds 8
 
 ``--init-noise`` adds the same random joint-angle offsets (from ``--seed``) to both engines' start
 state, to see whether they stay together from a perturbed start.
@@ -26,22 +29,26 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab.control.modes import MODES  # noqa: E402
 from lab.runtime.lockstep import Lockstep, load_sim2sim_robot  # noqa: E402
+from lab.runtime.modes import SIM2SIM_MODES as MODES  # noqa: E402  (stand, squat, push, zero, walk)
 
 SAMPLE_HZ = 100.0
 ENGINE_KEYS = ("pelvis_z", "forward_x", "pitch_deg", "roll_deg", "max_joint_err", "support")
 DIV_KEYS = ("pelvis_dz", "joint_rms", "joint_max", "base_dxy", "pitch_diff_deg")
+STEP_COLUMNS = ("step", "side", "paired", "dt_s", "contact_dt_s", "dx_m", "dy_m", "dxy_m")
 
 
 def run_mode(robot, mode: str, seconds: float) -> tuple[list, dict, float]:
-    """One lockstep run: (samples, engine info, wall time [s])."""
+    """One lockstep run: (samples, engine info (+ ``steps``: the walk's per-step divergence), wall time [s])."""
     ls = Lockstep(robot, mode, sample_hz=SAMPLE_HZ, history_s=seconds + 1.0)
     try:
         t0 = time.perf_counter()
         ls.advance(seconds)
         wall = time.perf_counter() - t0
-        return list(ls.history), {"engines": ls.engine_info(), "mass_warning": ls.masses["mass_warning"]}, wall
+        info = {"engines": ls.engine_info(), "mass_warning": ls.masses["mass_warning"]}
+        if mode == "walk":
+            info["steps"] = ls.step_divergence()
+        return list(ls.history), info, wall
     finally:
         ls.close()
 
@@ -91,6 +98,22 @@ def write_csv(path: Path, samples: list) -> None:
             row += [s["engines"][e][k] for e in engines for k in ENGINE_KEYS]
             row += [s["divergence"][k] for k in DIV_KEYS]
             w.writerow(row)
+
+
+def write_steps_csv(path: Path, rows: list) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        engines = list(rows[0]["t_s"]) if rows else []
+        w.writerow(list(STEP_COLUMNS) + [f"{e}_{k}" for e in engines for k in ("t_s", "contact_s", "upright")])
+        for r in rows:
+            w.writerow(
+                [r[k] for k in STEP_COLUMNS]
+                + [v for e in engines for v in (r["t_s"][e], r["contact_s"][e], r["upright"][e])]
+            )
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v * 1000:.1f}"
 
 
 def plot(path: Path, samples: list, mode: str, robot, info: dict) -> None:
@@ -182,6 +205,10 @@ def main(argv=None) -> dict:
         write_csv(args.out / f"sim2sim_{mode}.csv", samples)
         plot(args.out / f"sim2sim_{mode}.png", samples, mode, robot, info)
         summary["files"] += [f"sim2sim_{mode}.csv", f"sim2sim_{mode}.png"]
+        if "steps" in info:  # the walk: touchdowns paired by step index
+            s["steps"], s["steps_summary"] = info["steps"]["steps"], info["steps"]["summary"]
+            write_steps_csv(args.out / f"sim2sim_{mode}_steps.csv", s["steps"])
+            summary["files"].append(f"sim2sim_{mode}_steps.csv")
         e = s["engines"]
         print(
             f"{mode:6s} "
@@ -192,6 +219,14 @@ def main(argv=None) -> dict:
             + f"  | div: dz max {s['divergence']['pelvis_dz_m']['max'] * 1000:.1f} mm,"
             f" joint RMS max {s['divergence']['joint_rms_rad']['max']:.4f} rad  ({wall:.1f} s wall)"
         )
+        if "steps" in info:
+            st = s["steps_summary"]
+            print(
+                f"{mode:6s} steps: {st['paired']} paired ({', '.join(f'{n} {k}' for n, k in st['steps'].items())}),"
+                f" touchdown |dt| mean {_ms(st['mean_dt_s'])} / max {_ms(st['max_dt_s'])} ms,"
+                f" foothold dxy mean {_ms(st['mean_dxy_m'])} / max {_ms(st['max_dxy_m'])} mm,"
+                f" upright {st['upright']}"
+            )
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False))
     print(f"wrote {args.out / 'summary.json'}")
     return summary

@@ -82,7 +82,7 @@ def test_grid_expands_lists_ranges_and_defaults_first_axis_outermost():
         (
             {"kind": "fly", "grid": {"x": [1]}},
             "unknown scan kind 'fly'",
-            "available: walk_stability, push_recovery, probe",
+            "available: walk_stability, push_recovery, push_threshold, probe",
         ),
         (
             {"kind": "push_recovery", "grid": {"force_n": [1]}, "executor": "slurm"},

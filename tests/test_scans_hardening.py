@@ -115,7 +115,7 @@ def test_importing_the_kind_types_registers_nothing_and_the_table_is_built_in_on
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "walk_stability,push_recovery,probe"
+    assert r.stdout.strip() == "walk_stability,push_recovery,push_threshold,probe"
 
 
 def test_a_manager_given_its_own_kind_table_offers_and_runs_only_those_kinds(tmp_path):

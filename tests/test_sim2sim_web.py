@@ -131,11 +131,14 @@ def test_mode_switches_both_engines_and_unknown_mode_lists_modes(s2s):
     assert post(s2s, "/api/mode", {"mode": "stand"})[0] == 200
 
 
-def test_sim2sim_offers_the_four_modes_and_refuses_the_labs_walk(s2s):
-    assert get(s2s, "/api/status")[1]["modes"] == ["stand", "squat", "push", "zero"]
-    code, err = post(s2s, "/api/mode", {"mode": "walk"})
+def test_sim2sim_offers_walk_and_refuses_the_labs_pose(s2s):
+    assert get(s2s, "/api/status")[1]["modes"] == ["stand", "squat", "push", "zero", "walk"]
+    code, err = post(s2s, "/api/mode", {"mode": "pose"})
     assert code == 400
-    assert err == {"error": "mode 'walk' is not available in Sim2Sim", "hint": "available: stand, squat, push, zero"}
+    assert err == {
+        "error": "mode 'pose' is not available in Sim2Sim",
+        "hint": "available: stand, squat, push, zero, walk",
+    }
 
 
 def test_push_parameters_apply_to_both_engines(s2s):

@@ -126,16 +126,16 @@ def test_run_walk_gives_the_same_summary_twice(robot):
     assert {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
 
 
-def test_walk_mode_is_registered_and_puts_planned_com_and_zmp_in_extras(robot):
+def test_pd_walk_mode_is_registered_and_puts_planned_com_and_zmp_in_extras(robot):
     from lab.control.modes import MODES, get_mode
     from lab.control.pd import PDGains
     from lab.control.rollout import Rollout, simulate
     from lab.runtime.modes import LAB_MODES
     from lab.sim.mujoco_engine import MujocoEngine
 
-    assert "walk" in LAB_MODES and "walk" not in MODES  # the Lab's registry is built explicitly
+    assert "walk_pd" in LAB_MODES and "walk_pd" not in MODES  # the Lab's registry is built explicitly
     engine = MujocoEngine(robot)
-    rollout = Rollout(engine, PDGains.for_robot(robot), get_mode("walk", robot, modes=LAB_MODES))
+    rollout = Rollout(engine, PDGains.for_robot(robot), get_mode("walk_pd", robot, modes=LAB_MODES))
     samples, extras = simulate(rollout, 1.2, sample_dt=0.1), rollout.command.extras
     for key in ("com_plan_x", "com_plan_y", "zmp_plan_x", "zmp_plan_y", "com_x", "com_y", "phase", "fallen"):
         assert isinstance(extras[key], float) and math.isfinite(extras[key]), key

@@ -41,6 +41,9 @@ FALL_CHECK_DT = 0.01  # [s] the fall rule is checked on this grid of simulation 
 ENGINE_LABELS = {"mujoco": "MuJoCo", "pybullet": "PyBullet"}
 
 
+WALK_COMMAND = ("vx", "vy", "yaw_rate")  # the feedback walker's velocity command [m/s, m/s, rad/s]
+
+
 class RealtimeRunner:
     """``engines`` (name -> :class:`~lab.sim.engine.Engine`) stepping ``robot`` together under one mode.
 
@@ -183,6 +186,34 @@ class RealtimeRunner:
                 raise
             for n, r in self.rollouts.items():
                 r.set_mode(made[n])
+
+    def set_walk(self, command: dict) -> dict:
+        """The feedback walker's velocity command ``{"vx", "vy", "yaw_rate"}`` (missing keys keep their
+        value); in any other mode the ``walk`` mode is selected first. The caller checks the values."""
+        with self._lock:
+            if self.mode_name != "walk":
+                made = self._make_modes("walk")
+                for n, r in self.rollouts.items():
+                    r.set_mode(made[n])
+                self.mode_name = "walk"
+            held = None
+            for r in self.rollouts.values():
+                now = dict(zip(WALK_COMMAND, r.mode.controller.cmd))
+                now.update(command)
+                held = r.mode.set_command(*(now[k] for k in WALK_COMMAND))
+            return dict(zip(WALK_COMMAND, held))
+
+    def walk_state(self) -> dict | None:
+        """The velocity command held and the walker's bounds, or None outside the feedback walk."""
+        with self._lock:
+            if self.mode_name != "walk":
+                return None
+            ctl = next(iter(self.rollouts.values())).mode.controller
+            return {
+                "command": dict(zip(WALK_COMMAND, (float(v) for v in ctl.cmd))),
+                "phase": ctl.phase,
+                "steps": ctl.step,
+            }
 
     def set_pose(self, targets: dict) -> np.ndarray:
         """New targets (actuator index -> angle [rad]) for the ``pose`` mode, the other joints hold;

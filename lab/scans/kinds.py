@@ -1,4 +1,4 @@
-"""Scan kinds: an experiment with named numeric parameters and a per-point function; grids over them.
+"""Scan kinds: an experiment with named parameters (numbers or choices) and a per-point function; grids over them.
 
 A kind is one :class:`ScanKind`. Its ``point`` function runs in a child process (see
 :mod:`lab.scans.executors`) as ``point(params, out_dir, model) -> dict``: it writes its own
@@ -27,22 +27,45 @@ MAX_POINTS = 10_000
 
 @dataclass(frozen=True)
 class Param:
-    """A numeric scan parameter: default and closed range ``[lo, hi]`` in ``unit``."""
+    """A scan parameter: a number with a default and a closed range ``[lo, hi]`` in ``unit``, or, with
+    ``choices``, one of a few names (``controller: "feedback, pd"``; ``lo``/``hi``/``integer`` unused)."""
 
     name: str
-    default: float
-    lo: float
-    hi: float
+    default: float | str
+    lo: float = 0.0
+    hi: float = 0.0
     unit: str = ""
     integer: bool = False
     description: str = ""
+    choices: tuple = ()  # the names a choice parameter takes; () for a number
+
+    def __post_init__(self):
+        if self.choices and self.default not in self.choices:
+            raise ValueError(f"parameter {self.name}: default {self.default!r} is not one of {self.choices}")
+
+    @property
+    def is_choice(self) -> bool:
+        return bool(self.choices)
 
     def describe(self) -> str:
         unit = f" [{self.unit}]" if self.unit else ""
+        if self.choices:
+            return f"{self.name}{unit}: one of {', '.join(self.choices)}, default {self.default}"
         kind = "integer" if self.integer else "number"
         return f"{self.name}{unit}: {kind} in [{self.lo:g}, {self.hi:g}], default {self.default:g}"
 
     def to_dict(self) -> dict:
+        if self.choices:
+            return {
+                "name": self.name,
+                "default": self.default,
+                "min": None,
+                "max": None,
+                "unit": self.unit,
+                "integer": False,
+                "description": self.description,
+                "choices": list(self.choices),
+            }
         return {
             "name": self.name,
             "default": self.default,
@@ -61,6 +84,10 @@ class Metric:
     key: str
     label: str
     unit: str = ""
+    better: str = ""  # "high" or "low" when one direction is the good one (the page's colour scale follows it)
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "label": self.label, "unit": self.unit, "better": self.better}
 
 
 @dataclass(frozen=True)
@@ -111,7 +138,7 @@ class ScanKind:
             "title": self.title,
             "description": self.description,
             "params": [p.to_dict() for p in self.params],
-            "metrics": [{"key": m.key, "label": m.label, "unit": m.unit} for m in self.metrics],
+            "metrics": [m.to_dict() for m in self.metrics],
             "heat_metric": self.heat_metric,
             "pass_key": self.pass_key,
             "timeout_s": self.timeout_s,
@@ -183,26 +210,41 @@ def _range(param: Param, spec: str, hint: str) -> list:
     return values
 
 
+def _choice(value, param: Param, hint: str) -> str:
+    """One value of a choice parameter: a name of ``param.choices`` (surrounding blanks and case ignored)."""
+    listed = ", ".join(param.choices)
+    if not isinstance(value, str):
+        raise LabError(f"{param.name}: expected one of {listed}, got {shown(value)}", hint)
+    key = value.strip().lower()
+    for c in param.choices:
+        if c.lower() == key:
+            return c
+    raise LabError(f"{param.name}: unknown choice {shown(value.strip())}, expected one of {listed}", hint)
+
+
 def expand_values(param: Param, spec, hint: str) -> list:
-    """Values of one parameter from a list of numbers, ``"a, b, c"`` or an inclusive ``"start:stop:step"``."""
+    """Values of one parameter from a list, ``"a, b, c"`` or (numbers only) an inclusive ``"start:stop:step"``."""
     if isinstance(spec, (int, float)) and not isinstance(spec, bool):
         spec = [spec]
     if isinstance(spec, str):
-        if spec.count(":") == 2:
+        if spec.count(":") == 2 and not param.is_choice:
             spec = _range(param, spec, hint)
         else:
             spec = [x for x in (s.strip() for s in spec.replace(";", ",").split(",")) if x]
     if not isinstance(spec, list):
-        raise LabError(
-            f"{param.name}: values must be a list of numbers or a start:stop:step range, got {shown(spec)}", hint
+        what = (
+            f"a list of {', '.join(param.choices)}"
+            if param.is_choice
+            else "a list of numbers or a start:stop:step range"
         )
+        raise LabError(f"{param.name}: values must be {what}, got {shown(spec)}", hint)
     if not spec:
         raise LabError(f"empty grid: {param.name} has no values", hint)
     if len(spec) > MAX_POINTS:
         raise LabError(f"{param.name}: {len(spec):,} values, more than {MAX_POINTS:,}", hint)
     out, seen = [], set()
     for v in spec:
-        x = _number(v, param, hint)
+        x = _choice(v, param, hint) if param.is_choice else _number(v, param, hint)
         if x not in seen:  # duplicates dropped, first order kept
             seen.add(x)
             out.append(x)
@@ -230,6 +272,8 @@ class Grid:
 def parse_grid(kind: ScanKind, grid) -> Grid:
     """Validate a ``{param: values}`` grid for ``kind``; bad input raises a LabError listing what is accepted."""
     hint = kind.params_hint() + '; values as a list [0.02, 0.04], "0.02, 0.04" or a range "0.02:0.06:0.01"'
+    if any(p.is_choice for p in kind.params):
+        hint += '; choices as a list ["a", "b"] or "a, b"'
     if not isinstance(grid, dict) or not grid:
         raise LabError("empty grid: give at least one parameter with values", hint)
     names = {p.name for p in kind.params}
@@ -237,7 +281,11 @@ def parse_grid(kind: ScanKind, grid) -> Grid:
         if name not in names:
             raise LabError(f"unknown parameter '{name}' for scan kind '{kind.name}'", hint)
     axes = {p.name: expand_values(p, grid[p.name], hint) for p in kind.params if p.name in grid}
-    fixed = {p.name: (int(p.default) if p.integer else p.default) for p in kind.params if p.name not in grid}
+    fixed = {
+        p.name: (int(p.default) if p.integer and not p.is_choice else p.default)
+        for p in kind.params
+        if p.name not in grid
+    }
     g = Grid(kind.name, axes, fixed)
     if g.size > MAX_POINTS:
         shape = " x ".join(str(len(v)) for v in axes.values())

@@ -478,7 +478,7 @@ class ScanManager:
                 "title": kind.title,
                 "axes": [a for a, v in info["grid"].items() if len(v) > 1]
                 + [a for a, v in info["grid"].items() if len(v) == 1],
-                "metrics": [{"key": m.key, "label": m.label, "unit": m.unit} for m in kind.metrics],
+                "metrics": [m.to_dict() for m in kind.metrics],
                 "heat_metric": kind.heat_metric,
                 "pass_key": kind.pass_key,
                 "counts": counts,

@@ -1,4 +1,10 @@
-"""The ``walk`` mode: the closed-loop walk of :mod:`lab.walking.walk`, played live.
+"""The ``walk`` mode: the feedback walker of :mod:`lab.walking.dcm` (``controller="feedback"``, the
+default) or the joint-PD walk of :mod:`lab.walking.walk` (``controller="pd"``, the baseline that falls),
+played live.
+
+The feedback walker walks while it has a velocity command (:meth:`Walk.set_command`; selecting the mode
+starts it forward at :data:`START_COMMAND`) and stands when the command is zero; the PD walk plays its
+fixed plan and, with ``loop``, walks again from where it stands.
 
 The mode needs the real state (measured feet and CoM), so the :class:`~lab.control.rollout.Rollout`
 that runs it calls :meth:`Walk.bind` with its engine. Joint targets are recomputed at the IK
@@ -11,17 +17,38 @@ for the Lab's curves. The registries that offer it are built in :mod:`lab.runtim
 import numpy as np
 
 from lab.control.modes import Command, Mode
+from lab.errors import LabError
 from lab.sim.engine import quat_pitch_deg, quat_roll_deg
+from lab.walking.dcm import FeedbackParams, FeedbackWalker
 from lab.walking.walk import WalkController, WalkParams
+
+CONTROLLERS = ("feedback", "pd")
+START_COMMAND = (0.15, 0.0, 0.0)  # vx, vy [m/s], yaw rate [rad/s] when the feedback walk is selected
 
 
 class Walk(Mode):
     name = "walk"
-    description = "closed-loop walk: LIPM plan, foot IK at 100 Hz, joint PD (position PD alone falls)"
+    description = "feedback walk: DCM tracking, ZMP feedback and step adjustment; velocity command (arrow keys)"
 
-    def __init__(self, robot, walk: WalkParams | None = None, loop: bool = True, **kw):
+    def __init__(
+        self,
+        robot,
+        walk: WalkParams | None = None,
+        loop: bool = True,
+        controller: str = "feedback",
+        feedback: FeedbackParams | None = None,
+        command=START_COMMAND,
+        **kw,
+    ):
         super().__init__(robot, **kw)
-        self.controller = WalkController(robot, walk)
+        if controller not in CONTROLLERS:
+            raise LabError(f"unknown walk controller '{controller}'", f"available: {', '.join(CONTROLLERS)}")
+        self.kind = controller
+        if controller == "feedback":
+            self.controller = FeedbackWalker(robot, feedback)
+            self.controller.set_command(*command)
+        else:
+            self.controller = WalkController(robot, walk)
         self.loop = loop  # walk again from where it stands when a walk ends upright
         self.engine = None
         self._t0 = 0.0  # mode time the current walk started [s]
@@ -30,6 +57,14 @@ class Walk(Mode):
         self._engine_t = 0.0  # engine time at the last call [s]; going back means a reset
         self._cmd = Command(self.q_nominal.copy())
         self.fallen = False  # the fall rule fired: targets are frozen until the rollout resets
+
+    def set_command(self, vx: float, vy: float, yaw_rate: float) -> tuple:
+        """New velocity command (feedback walker only); the bounded command now held."""
+        if self.kind != "feedback":
+            raise LabError(
+                "the PD walk plays a fixed plan and takes no velocity command", 'select "walk" (feedback)', 409
+            )
+        return tuple(float(v) for v in self.controller.set_command(vx, vy, yaw_rate))
 
     def bind(self, engine) -> None:
         """Give the mode the engine whose robot it walks (the Rollout does this)."""
@@ -50,17 +85,19 @@ class Walk(Mode):
             self._restart(t)
         self._last, self._engine_t = t, now
         ctl = self.controller
-        dt = ctl.params.gait.dt
+        dt = ctl.params.dt if self.kind == "feedback" else ctl.params.gait.dt
         if t + 1e-9 >= self._next and not self.fallen:
             if not self._upright():
                 self.fallen = True
                 self._cmd = Command(ctl.q_target, extras={**ctl.extras(), "fallen": 1.0})
                 return self._cmd
             tw = t - self._t0
-            if self.loop and tw >= ctl.duration and self._upright():
-                self._restart(t)
-                tw = 0.0
-            ctl.update(min(tw, ctl.duration), self.engine)
+            if self.kind == "pd":
+                if self.loop and tw >= ctl.duration and self._upright():
+                    self._restart(t)
+                    tw = 0.0
+                tw = min(tw, ctl.duration)
+            ctl.update(tw, self.engine)
             self._next = self._t0 + (np.floor(tw / dt + 1e-6) + 1) * dt
             self._cmd = Command(ctl.q_target, extras={**ctl.extras(), "fallen": 0.0})
         return self._cmd
@@ -69,3 +106,14 @@ class Walk(Mode):
         pos, _ = self.engine.base_pose()
         q = self.engine.torso_quat()
         return not self.robot.has_fallen(float(pos[2]), quat_pitch_deg(q), quat_roll_deg(q))
+
+
+class WalkPD(Walk):
+    """The joint-PD walk (the baseline): the planned CoM tracked by joint PD alone; it falls."""
+
+    name = "walk_pd"
+    description = "baseline walk: LIPM plan tracked by joint PD alone (falls sideways, ~2.6 s)"
+
+    def __init__(self, robot, **kw):
+        kw.pop("controller", None)
+        super().__init__(robot, controller="pd", **kw)

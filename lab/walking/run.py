@@ -63,7 +63,7 @@ def run_walk(step_len=0.04, step_height=0.035, steps=6, seed=0, out_dir=None, ro
     robot = robot if robot is not None else load_robot()
     params = WalkParams(gait=GaitParams(step_len=float(step_len), step_height=float(step_height), steps=int(steps)))
     engine = MujocoEngine(robot)
-    mode = Walk(robot, walk=params, loop=False)
+    mode = Walk(robot, walk=params, loop=False, controller="pd")
     mode.bind(engine)
     rollout = Rollout(engine, PDGains.for_robot(robot), mode)
     z_lim, pitch_lim = stability_limits(robot)

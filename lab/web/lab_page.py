@@ -5,7 +5,7 @@ import time
 from flask import Blueprint, current_app, jsonify, render_template
 
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
-from lab.web import messages, models_api, parity_api, robot_api
+from lab.web import messages, models_api, parity_api, robot_api, walk_api
 from lab.web.common import json_body, require_token
 from lab.web.control_api import control_blueprint, push_dict
 from lab.web.server import on_stop
@@ -62,6 +62,9 @@ def init_app(app, sock, robot, session, fps=60.0, width=640, height=480, preset=
     app.register_blueprint(parity_api.lab_bp)  # GET /api/pybullet_notes
     models_api.init_app(app, "lab")
     app.register_blueprint(robot_api.bp)  # GET/POST /api/robot, /api/robot/sidecar, POST /api/pose
+    app.register_blueprint(
+        walk_api.walk_blueprint("lab", lambda: app.extensions["lab"]["session"])
+    )  # GET/POST /api/walk
 
     @sock.route("/ws")
     def ws(ws):

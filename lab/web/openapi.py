@@ -393,6 +393,7 @@ def lab_spec(modes: list, remote: bool = True, scans: bool = True, app=None) -> 
         paths.update(_scan_paths(comps, app))
     if app is None or "robot" in app.blueprints:
         paths.update(_robot_paths(comps, app))
+    paths.update(_walk_paths("lab"))  # GET/POST /api/walk
     if app is None or "lab_models" in app.blueprints:
         paths.update(_models_paths(comps, "lab"))
     ws = {"/ws": "frames (binary JPEG after a text header), metrics at 25 Hz, status (lab/web/messages.py)"}
@@ -451,6 +452,7 @@ def sim2sim_spec(modes: list) -> dict:
     paths = {"/": _html("the Sim2Sim page", "sim2sim_page")}
     paths.update(_control_paths("sim2sim", modes, ref("Sim2SimStatus"), metrics))
     paths.update(_parity_paths("sim2sim"))  # GET /api/parity
+    paths.update(_sim2sim_walk_paths())  # GET/POST /api/walk, GET /api/steps
     paths.update(_models_paths(comps, "sim2sim"))
     ws = {"/ws?views=mujoco,pybullet[,overlay]": "frames tagged by view, metrics at 25 Hz; unknown view -> error"}
     return _spec("sim2sim", paths, comps, ws)
@@ -876,7 +878,17 @@ def _scan_paths(comps: dict, app=None) -> dict:
             "title": STR,
             "description": STR,
             "params": arr(
-                obj({"name": STR, "default": NUM, "min": NUM, "max": NUM, "unit": STR, "integer": BOOL}, extra=True)
+                obj(
+                    {
+                        "name": STR,
+                        "default": {"oneOf": [NUM, STR]},
+                        "min": NUM_N,
+                        "max": NUM_N,
+                        "unit": STR,
+                        "integer": BOOL,
+                    },
+                    extra=True,
+                )
             ),
             "metrics": arr(OBJ),
             "available": BOOL,
@@ -1321,4 +1333,114 @@ def _parity_paths(service: str) -> dict:
                 tags=["sim2sim"],
             )
         }
+    }
+
+
+def _sim2sim_walk_paths() -> dict:
+    """Sim2Sim's walk: ``GET/POST /api/walk`` (lab/web/walk_api.py) and ``GET /api/steps`` (the per-step
+    divergence, :meth:`lab.runtime.lockstep.Lockstep.step_divergence`)."""
+    from lab.runtime.lockstep import STEP_ROWS
+
+    t = ["sim2sim"]
+    per_engine = {"type": "object", "additionalProperties": NUM_N}
+    per_engine_bool = {"type": "object", "additionalProperties": {"type": "boolean", "nullable": True}}
+    row = obj(
+        {
+            "step": INT,
+            "side": {"type": "string", "enum": ["left", "right"]},
+            "t_s": per_engine,
+            "dt_s": NUM_N,
+            "contact_s": per_engine,
+            "contact_dt_s": NUM_N,
+            "landed": {"type": "object", "additionalProperties": arr(NUM, n=2, nullable=True)},
+            "dx_m": NUM_N,
+            "dy_m": NUM_N,
+            "dxy_m": NUM_N,
+            "early": per_engine_bool,
+            "upright": {"type": "object", "additionalProperties": BOOL},
+            "paired": BOOL,
+        }
+    )
+    summary = obj(
+        {
+            "paired": INT,
+            "max_dt_s": NUM_N,
+            "mean_dt_s": NUM_N,
+            "bias_dt_s": NUM_N,
+            "max_dxy_m": NUM_N,
+            "mean_dxy_m": NUM_N,
+            "contact_timed": INT,
+            "contact_max_dt_s": NUM_N,
+            "contact_mean_dt_s": NUM_N,
+            "steps": {"type": "object", "additionalProperties": INT},
+            "upright": {"type": "object", "additionalProperties": BOOL},
+            "engines": arr(STR),
+        },
+        nullable=True,
+    )
+    summary["description"] = "over every step of the walk; |Δt| for max/mean, signed for bias (PyBullet − MuJoCo)"
+    lo, hi, default = STEP_ROWS
+    return {
+        **_walk_paths("sim2sim"),
+        "/api/steps": {
+            "get": op(
+                "the walk's touchdowns paired by step index: Δt [s] and foothold Δxy [m], PyBullet − MuJoCo",
+                {
+                    **_json_ok(obj({"walking": BOOL, "steps": arr(row), "summary": summary})),
+                    **_errors(400),
+                },
+                params=[
+                    {
+                        "name": "last",
+                        "in": "query",
+                        "required": False,
+                        "description": f"rows: the last N steps (default {default})",
+                        "schema": {"type": "integer", "minimum": lo, "maximum": hi},
+                    }
+                ],
+                op_id="sim2sim_steps",
+                tags=t,
+            )
+        },
+    }
+
+
+def _walk_paths(service: str) -> dict:
+    """``GET/POST /api/walk`` (lab/web/walk_api.py): the feedback walker's velocity command for ``service``."""
+    from lab.walking.dcm import FeedbackParams
+
+    p = FeedbackParams()  # the bounds lab/web/walk_api.py checks
+    limit = {"vx": p.vx_max, "vy": p.vy_max, "yaw_rate": p.yaw_rate_max}
+    unit = {"vx": "m/s", "vy": "m/s", "yaw_rate": "rad/s"}
+    t = [service]
+    cmd_props = {k: rng(-b, b, description=unit[k]) for k, b in limit.items()}
+    command = obj({k: NUM for k in limit})
+    bounds = obj({k: NUM for k in limit})
+    body = obj(copy.deepcopy(cmd_props), required=[], extra=False)
+    body["minProperties"] = 1
+    body["description"] = "any of vx, vy [m/s], yaw_rate [rad/s]; missing ones keep their value; selects walk"
+    where = "both engines" if service == "sim2sim" else "the Lab"
+    return {
+        "/api/walk": {
+            "get": op(
+                "the walker's velocity command and phase (walking: false outside the walk)",
+                _json_ok(
+                    obj(
+                        {"walking": BOOL, "command": command, "phase": STR, "steps": INT, "bounds": bounds},
+                        required=["walking", "bounds"],
+                    )
+                ),
+                op_id=f"{service}_walk_state",
+                tags=t,
+            ),
+            "post": op(
+                f"velocity command for the feedback walker in {where} (selects walk)",
+                {**_json_ok(obj({"mode": STR, "command": command, "bounds": bounds})), **_errors(400, 409)},
+                body=_body(body),
+                token=True,
+                post=True,
+                op_id=f"{service}_walk",
+                tags=t,
+            ),
+        },
     }

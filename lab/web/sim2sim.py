@@ -12,6 +12,9 @@ API (as the Lab's, with an entry per engine):
 - ``GET /api/history?since=T``: the samples after sim time ``T`` [s];
 - ``POST /api/mode {"mode", [push params]}``, ``POST /api/push {...}``, ``POST /api/reset``,
   ``POST /api/pause {"paused"}``, ``POST /api/render {"preset"}``;
+- ``GET/POST /api/walk``: the feedback walker's velocity command, in both engines (lab/web/walk_api.py);
+- ``GET /api/steps?last=N``: the walk's footsteps paired by step index: touchdown time and foothold
+  differences per step, and their summary (also in every metrics sample as ``steps``);
 - ``WS /ws?views=mujoco,pybullet[,overlay]``: frames tagged by ``view``, metrics as JSON.
 """
 
@@ -24,7 +27,7 @@ from flask import Blueprint, current_app, jsonify, render_template, request
 from lab.errors import LabError
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
 from lab.settings import Settings
-from lab.web import make_flask, messages, models_api, parity_api, settings_for, use_settings
+from lab.web import make_flask, messages, models_api, parity_api, settings_for, use_settings, walk_api
 from lab.web.common import json_body, require_token
 from lab.web.control_api import control_blueprint, push_dict
 from lab.web.server import on_stop
@@ -72,7 +75,7 @@ def create_sim2sim_app(
     """The Sim2Sim service (``settings.sim2sim_port``): a URDF humanoid (``settings.model``; None = built-in
     Q1) in both engines, its page and API. ``overrides``: Settings fields for this app; ``fps`` is
     accepted for ``sim2sim_fps``. ``mode``: the first mode; ``modes``: the mode registry (default
-    Sim2Sim's four, ``lab.runtime.modes.SIM2SIM_MODES``).
+    Sim2Sim's, ``lab.runtime.modes.SIM2SIM_MODES``).
 
     Raises :class:`LabError` naming the engine when only one engine can load the model.
     """
@@ -128,6 +131,8 @@ def init_app(app, sock, lockstep, fps=30.0, width=640, height=480, preset=None):
     # the mass/inertia parity table and the model picker register here (one line each)
     app.register_blueprint(parity_api.sim2sim_bp)  # GET /api/parity
     models_api.init_app(app, "sim2sim")
+    # GET/POST /api/walk: the feedback walker's velocity command, both engines at once
+    app.register_blueprint(walk_api.walk_blueprint("sim2sim", lambda: app.extensions["sim2sim"]["lockstep"]))
     app.register_blueprint(
         control_blueprint(
             "sim2sim", lambda: app.extensions["sim2sim"]["lockstep"], status_dict, metrics_sample, tuple(lockstep.modes)
@@ -212,6 +217,7 @@ def status_dict() -> dict:
         "mass_warning": ls.masses["mass_warning"],
         "error": ls.error,
         "sim": ls.sim_info(),
+        "walk": ls.walk_state(),
         "control": {
             "law": "tau = clip(kp (q* - q) - kd qd)",
             "gravity_ff": ls.gravity_ff_requested,
@@ -252,3 +258,20 @@ def api_render():
         c["sources"][v].preset = name
         hub.submit(lambda src, name=name: src.renderer.set_preset(name))
     return jsonify(status_dict())
+
+
+@bp.get("/api/steps")
+def api_steps():
+    """The walk's per-step divergence (:meth:`Lockstep.step_divergence`): the last ``last`` rows."""
+    from lab.runtime.lockstep import STEP_ROWS
+
+    lo, hi, default = STEP_ROWS  # GET /api/steps?last=N: least, most, default rows
+    raw = request.args.get("last")
+    last = default
+    if raw is not None:
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 6 and lo <= int(raw) <= hi):
+            raise LabError(
+                f"last must be an integer in [{lo}, {hi}], got {raw[:40]!r}", f"e.g. /api/steps?last={default}"
+            )
+        last = int(raw)
+    return jsonify(_ctx()["lockstep"].step_divergence(last))

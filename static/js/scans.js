@@ -35,6 +35,10 @@ function clock(t) {
   return today ? d.toLocaleTimeString() : d.toLocaleString();
 }
 
+function isChoice(kind, name) {
+  return !!KINDS[kind]?.params.find((q) => q.name === name)?.choices;
+}
+
 function unitOf(kind, name) {
   const p = KINDS[kind]?.params.find((q) => q.name === name);
   return p && p.unit ? ` [${p.unit}]` : '';
@@ -73,12 +77,41 @@ function countValues(text) {
   return items.every((x) => Number.isFinite(Number(x))) ? new Set(items.map(Number)).size : NaN;
 }
 
+// a choice parameter (e.g. controller: feedback, pd): one checkbox per choice; none ticked = its default
+function choiceField(kind, p) {
+  const field = document.createElement('fieldset');
+  field.className = 'choices';
+  field.dataset.param = p.name;
+  const picked = new Set((kind.example?.[p.name] ?? '').split(',').map((x) => x.trim()).filter(Boolean));
+  field.innerHTML = '<legend></legend><div class="opts"></div><small></small>';
+  field.querySelector('legend').textContent = `${p.name} — ${p.description}`;
+  const opts = field.querySelector('.opts');
+  for (const c of p.choices) {
+    const l = document.createElement('label');
+    l.innerHTML = '<input type="checkbox"><span></span>';
+    const box = l.querySelector('input');
+    box.value = c;
+    box.dataset.choiceOf = p.name;
+    box.checked = picked.has(c);
+    l.querySelector('span').textContent = c;
+    box.addEventListener('change', updateCount);
+    opts.appendChild(l);
+  }
+  field.querySelector('small').textContent = `one or more; none ticked: ${p.default}`;
+  return field;
+}
+
+function choiceValues(name) {
+  return [...document.querySelectorAll(`#params input[data-choice-of="${name}"]:checked`)].map((b) => b.value);
+}
+
 function renderForm() {
   const kind = KINDS[$('kind').value];
   $('kind-help').textContent = kind ? kind.description : '';
   const box = $('params');
   box.innerHTML = '';
   for (const p of kind?.params || []) {
+    if (p.choices) { box.appendChild(choiceField(kind, p)); continue; }
     const label = document.createElement('label');
     const unit = p.unit ? ` [${p.unit}]` : '';
     label.innerHTML = `<span></span><input type="text"><small></small>`;
@@ -96,8 +129,9 @@ function renderForm() {
 }
 
 function updateCount() {
-  const inputs = [...document.querySelectorAll('#params input')];
+  const inputs = [...document.querySelectorAll('#params input[data-param]')];
   const sizes = inputs.map((i) => countValues(i.value));
+  for (const f of document.querySelectorAll('#params fieldset.choices')) sizes.push(Math.max(1, choiceValues(f.dataset.param).length));
   const el = $('count');
   if (sizes.some((n) => Number.isNaN(n))) {
     el.textContent = 'not numbers: use "0.02, 0.04" or "0.02:0.06:0.01"';
@@ -113,7 +147,11 @@ function updateCount() {
 async function launch(ev) {
   ev.preventDefault();
   const grid = {};
-  for (const i of document.querySelectorAll('#params input')) if (i.value.trim()) grid[i.dataset.param] = i.value.trim();
+  for (const i of document.querySelectorAll('#params input[data-param]')) if (i.value.trim()) grid[i.dataset.param] = i.value.trim();
+  for (const f of document.querySelectorAll('#params fieldset.choices')) {
+    const picked = choiceValues(f.dataset.param);
+    if (picked.length) grid[f.dataset.param] = picked;
+  }
   const body = { kind: $('kind').value, grid, executor: $('executor').value };
   if ($('workers').value) body.workers = Number($('workers').value);
   if (body.executor === 'ray' && $('address').value.trim()) body.address = $('address').value.trim();
@@ -227,9 +265,38 @@ function renderProgress(s) {
   $('d-progress').textContent = label;
 }
 
+const esc = (x) => String(x).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
+
+// push_threshold: situation (x duration) rows x direction columns; each cell threshold impulse, Δv and force
+function thresholdTable(sm) {
+  const rows = sm.push_thresholds;
+  const dirs = [...new Set(rows.map((r) => r.direction))];
+  const durs = new Set(rows.map((r) => r.duration_s));
+  const key = (r) => (durs.size > 1 ? `${r.situation} · ${fmt(r.duration_s)} s` : r.situation);
+  const lines = [...new Set(rows.map(key))];
+  const cell = (r) => {
+    if (!r) return '<td class="meta">–</td>';
+    if (r.impulse_ns === null) return `<td class="meta" title="${esc(r.note)}">not measured</td>`;
+    const above = r.outcome === 'above_max' ? '≥ ' : '';
+    const flag = r.outcome === 'falls_unpushed' ? ' <span class="pill bad">falls unpushed</span>'
+      : r.monotonic === false ? ' <span class="pill warn" title="a force above the first fall was recovered from">not monotonic</span>' : '';
+    const force = r.outcome === 'bracketed' ? `${fmt(r.threshold_force_n)}–${fmt(r.first_fall_force_n)} N` : `${above}${fmt(r.threshold_force_n)} N`;
+    return `<td title="${esc(r.note || `${r.trials} trials`)}"><b>${above}${fmt(r.impulse_ns, 3)}</b> N·s · Δv ${above}${fmt(r.delta_v_mps, 3)} m/s<br><span class="meta">${force}</span>${flag}</td>`;
+  };
+  const body = lines.map((l) => `<tr><th>${esc(l)}</th>${dirs.map((d) => cell(rows.find((r) => key(r) === l && r.direction === d))).join('')}</tr>`).join('');
+  const notes = [...new Set(rows.filter((r) => r.note).map((r) => `${r.situation}: ${r.note}`))];
+  const mass = sm.total_mass_kg ? ` · robot mass ${fmt(sm.total_mass_kg)} kg (Δv = impulse / mass)` : '';
+  return `<table class="data thresholds"><thead><tr><th>threshold impulse · Δv<br><span class="meta">largest recovered – first fall</span></th>${dirs.map((d) => `<th>${esc(d)}</th>`).join('')}</tr></thead><tbody>${body}</tbody></table>`
+    + `<div class="meta">${rows.length} point${rows.length === 1 ? '' : 's'} done${mass}${notes.length ? `<br>${notes.map(esc).join('<br>')}` : ''}</div>`;
+}
+
 function renderSummary(s) {
   const box = $('d-summary');
   const sm = s.summary || {};
+  if (Array.isArray(sm.push_thresholds) && sm.push_thresholds.length) {
+    box.innerHTML = thresholdTable(sm);
+    return;
+  }
   if (Array.isArray(sm.thresholds) && sm.thresholds.length) {
     const rows = sm.thresholds.map((t) => `<tr><td>${fmt(t.duration_s)}</td><td>${fmt(t.max_recovered_n)}</td><td>${fmt(t.min_fell_n)}</td><td><b>${t.threshold_n === null ? '–' : fmt(t.threshold_n)}</b></td><td>${t.monotonic ? '' : 'not monotonic'}</td></tr>`).join('');
     box.innerHTML = `<table class="data"><thead><tr><th>push duration [s]</th><th>max recovered [N]</th><th>min fell [N]</th><th>threshold force [N]</th><th></th></tr></thead><tbody>${rows}</tbody></table>`;
@@ -275,7 +342,7 @@ function renderSlices(s) {
     label.textContent = `${a}${unitOf(s.kind, a)}`;
     const sel = document.createElement('select');
     for (const v of s.grid[a]) sel.add(new Option(String(v), String(v), false, v === slice[a]));
-    sel.addEventListener('change', () => { slice[a] = Number(sel.value); renderHeatmap(scan); });
+    sel.addEventListener('change', () => { slice[a] = s.grid[a].find((v) => String(v) === sel.value); renderHeatmap(scan); });
     label.appendChild(sel);
     box.appendChild(label);
   }
@@ -315,15 +382,18 @@ function renderHeatmap(s) {
   }
   const vals = cells.map((c) => c.v).filter((v) => v !== null);
   const lo = Math.min(...vals), hi = Math.max(...vals);
-  // light cells (low values on the reversed YlOrRd scale) get dark text, dark cells white text
-  const tc = cells.map((c) => (c.v !== null && hi > lo && (c.v - lo) / (hi - lo) < 0.45 ? '#1a1205' : '#ffffff'));
+  // YlOrRd runs dark red (0) to light yellow (1): reversed, low values are light; for a metric where high is
+  // good (better: "high") it is not reversed, so the bad end stays red. Light cells get dark text.
+  const highGood = s.metrics.find((m) => m.key === metricKey)?.better === 'high';
+  const light = (f) => (highGood ? f > 0.55 : f < 0.45);
+  const tc = cells.map((c) => (c.v !== null && hi > lo && light((c.v - lo) / (hi - lo)) ? '#1a1205' : '#ffffff'));
   const shapes = cells.filter((c) => c.verdict !== null).map((c) => ({
     type: 'rect', xref: 'x', yref: 'y', x0: c.xi - 0.47, x1: c.xi + 0.47, y0: c.yi - 0.47, y1: c.yi + 0.47,
     line: { color: c.verdict ? '#44d17a' : '#ff5c6c', width: 3 },
   }));
   const label = metricChoices(s).find((c) => c[0] === metricKey)?.[1] || metricKey;
   const traces = [
-    { type: 'heatmap', x: xl, y: yl, z, colorscale: 'YlOrRd', reversescale: true, colorbar: { title: { text: label, side: 'right' }, thickness: 12 },
+    { type: 'heatmap', x: xl, y: yl, z, colorscale: 'YlOrRd', reversescale: !highGood, colorbar: { title: { text: label, side: 'right' }, thickness: 12 },
       hovertemplate: `${xName}=%{x}<br>${yName || ''}${yName ? '=%{y}<br>' : ''}${metricKey}=%{z}<extra></extra>`, xgap: 2, ygap: 2 },
     { type: 'heatmap', x: xl, y: yl, z: status, zmin: 0, zmax: 2, showscale: false, hoverinfo: 'skip', xgap: 2, ygap: 2,
       colorscale: [[0, '#8a6d1d'], [0.5, '#6b1f5c'], [1, '#3a4457']] },
@@ -335,7 +405,9 @@ function renderHeatmap(s) {
     title: { text: `colour: ${label}${s.pass_key ? ` · frame: green PASS (${s.pass_key}), red FAIL or error` : ''}`, font: { size: 13 }, x: 0.01, xanchor: 'left' },
     shapes,
     xaxis: { title: { text: `${xName}${unitOf(s.kind, xName)}` }, type: 'category', gridcolor: 'rgba(0,0,0,0)' },
-    yaxis: { title: { text: yName ? `${yName}${unitOf(s.kind, yName)}` : '' }, type: 'category', gridcolor: 'rgba(0,0,0,0)' },
+    // a choice axis reads top to bottom in the kind's order; a numeric one grows upwards
+    yaxis: { title: { text: yName ? `${yName}${unitOf(s.kind, yName)}` : '' }, type: 'category', gridcolor: 'rgba(0,0,0,0)',
+      autorange: isChoice(s.kind, yName) ? 'reversed' : true },
   };
   const el = $('heatmap');
   Plotly.react(el, traces, layout, { displayModeBar: false, responsive: true });
@@ -378,7 +450,9 @@ async function showPoint(i) {
     tr.innerHTML = '<th></th><td></td>';
     tr.children[0].textContent = scan.metrics.find((m) => m.key === k)?.label || k;
     const val = fmt(p.metrics[k]);
-    tr.children[1].textContent = val.length > 24 ? `${val.slice(0, 12)}…` : val;
+    const text = typeof p.metrics[k] === 'string' && /\s/.test(val) && val.length <= 240;  // a note, not a hash
+    tr.children[1].textContent = val.length > 24 && !text ? `${val.slice(0, 12)}…` : val;
+    if (text && val.length > 24) tr.children[1].className = 'wrap';
     tr.children[1].title = val;
     tbody.appendChild(tr);
   }

@@ -1,5 +1,6 @@
 // The Sim2Sim page: both engines' live views (plus an optional overlay), modes, per-engine readouts and curves.
-// Message names follow lab/web/messages.py; metrics carry engines.<name>.* and divergence.*.
+// Message names follow lab/web/messages.py; metrics carry engines.<name>.*, divergence.* and (walk) steps.
+// In walk: the velocity pad (POST /api/walk) and the footsteps card (GET /api/steps, polled while walking).
 import { StreamSocket, FrameView } from './socket.js';
 import { StripChart } from './plots.js';
 import { $, act, api, fmt, showSim } from './util.js';
@@ -13,7 +14,19 @@ const HELP = {
   squat: 'squat then rise every 4 s: tracking a moving pelvis height',
   push: 'stand, pushed on the torso at a fixed period (the same force in both engines)',
   zero: 'control off (zero torque): both robots fall',
+  walk: 'feedback walk (DCM tracking, step adjustment), the same walker and gains in both engines: footsteps compared below',
 };
+const WALK = { // the velocity pad: what each button sends to POST /api/walk
+  forward: { vx: 0.15, vy: 0, yaw_rate: 0 },
+  back: { vx: -0.1, vy: 0, yaw_rate: 0 },
+  turn_left: { vx: 0.1, vy: 0, yaw_rate: 0.3 },
+  turn_right: { vx: 0.1, vy: 0, yaw_rate: -0.3 },
+  stop: { vx: 0, vy: 0, yaw_rate: 0 },
+};
+const STEP_ROWS = 40; // footsteps fetched; the table scrolls through them, newest first
+const STEP_WINDOW = 20; // steps the chart shows
+const BIG_DT_S = 0.05; // a step whose touchdowns or footholds differ by this much [s, m] is marked
+const BIG_DXY_M = 0.05;
 
 // A stream client that can be closed for good (the overlay's socket lives only while the overlay is on).
 class ViewSocket extends StreamSocket {
@@ -36,6 +49,12 @@ const charts = {
   pitch: new StripChart($('plot-pitch'), { title: 'torso pitch', unit: 'deg',
     series: ENGINES.map((n) => ({ name: name(n), color: color(n) })) }),
 };
+// per step, not per sample: x is the step index (the strip chart's window counts steps here)
+const stepChart = new StripChart($('plot-steps'), { title: '', unit: '', window: STEP_WINDOW, series: [
+  { name: 'touchdown Δt [ms]', color: '#f39a2e' }, { name: 'foothold Δxy [mm]', color: '#7ee081' },
+  { name: 'first contact Δt [ms]', color: '#c792ea', dash: 'dot' }] });
+Plotly.relayout($('plot-steps'), { 'xaxis.title.text': 'step', 'margin.t': 34 });
+Plotly.restyle($('plot-steps'), { mode: 'lines+markers', 'marker.size': 5 });
 
 let lastSimTime = -1;
 let currentMode = document.querySelector('#modes button.on')?.dataset.mode;
@@ -74,6 +93,7 @@ function onMetrics(m) {
   const stepping = !m.sim || m.sim.state === 'running'; // paused or stopped by an error: no rtf to judge
   $('m-rtf').className = !stepping || m.paused ? '' : m.rtf < 0.95 ? 'warn' : 'ok';
   addSample(m);
+  showStepSummary(m.steps);
   if (m.mode !== currentMode) setMode(m.mode);
   $('pause').textContent = m.paused ? 'Resume' : 'Pause';
   showSimAll(m.sim, m.sim_time);
@@ -85,7 +105,11 @@ function showSimAll(sim, t) {
 }
 
 function setMode(mode) {
+  const changed = mode !== currentMode;
   currentMode = mode;
+  $('steps-card').dataset.walking = mode === 'walk' ? 'yes' : 'no';
+  $('steps-state').textContent = mode === 'walk' ? 'walking' : 'not walking';
+  if (changed) { pollSteps(); pollWalk(); }
   for (const b of document.querySelectorAll('#modes button')) b.classList.toggle('on', b.dataset.mode === mode);
   for (const el of document.querySelectorAll('.mode-badge')) { el.textContent = mode; el.dataset.mode = mode; }
   $('mode-help').textContent = HELP[mode] || '';
@@ -153,4 +177,102 @@ $('push-form').addEventListener('submit', (ev) => {
   act(() => api('/api/push', body), `push: ${body.force_n} N for ${body.duration_s} s every ${body.period_s} s`);
 });
 
-window.s2s = { sock, views, charts, setOverlay };
+// ---- the walk: velocity pad and footsteps ----------------------------------------------------------
+const ms = (v, d = 0) => (v === null || v === undefined ? '–' : fmt(v * 1000, d));
+const pair = (a, b, d = 0) => (a === null || a === undefined ? '–' : `${ms(a, d)} / ${ms(b, d)}`);
+
+function showStepSummary(s) {
+  $('s-paired').textContent = s ? String(s.paired) : '–';
+  $('s-counts').textContent = s ? ENGINES.map((n) => `${name(n)} ${s.steps[n]}`).join(' · ') : '';
+  $('s-dt').textContent = s ? pair(s.mean_dt_s, s.max_dt_s) : '–';
+  $('s-dxy').textContent = s ? pair(s.mean_dxy_m, s.max_dxy_m) : '–';
+  $('s-cdt').textContent = s ? pair(s.contact_mean_dt_s, s.contact_max_dt_s) : '–';
+  $('s-dt').className = s && s.max_dt_s >= BIG_DT_S ? 'warn' : '';
+  $('s-dxy').className = s && s.max_dxy_m >= BIG_DXY_M ? 'warn' : '';
+}
+
+// the upright cell: [text, class]; a step one engine has not taken (yet) says which and why
+function uprightText(s, newest) {
+  const fell = ENGINES.filter((n) => !s.upright[n]);
+  if (fell.length) return [fell.length === 2 ? 'both fell' : `${name(fell[0])} fell`, 'bad'];
+  if (s.paired) return ['both', ''];
+  const missing = name(s.landed[A] ? B : A);
+  return newest ? [`${missing} landing…`, 'muted'] : [`${missing} stopped`, 'warn'];
+}
+
+function cell(text, cls = '') {
+  const td = document.createElement('td');
+  td.textContent = text;
+  if (cls) td.className = cls;
+  return td;
+}
+
+function showSteps(r) {
+  const body = $('steps-rows');
+  stepChart.clear();
+  for (const s of r.steps) stepChart.add(s.step, [s.dt_s === null ? null : s.dt_s * 1000, s.dxy_m === null ? null : s.dxy_m * 1000,
+    s.contact_dt_s === null ? null : s.contact_dt_s * 1000]);
+  stepChart.flush();
+  if (!r.steps.length) {
+    const msg = r.walking ? 'Walking: the first touchdown is on its way…'
+      : 'Select <b>walk</b>: each touchdown of the two engines is compared here, step by step.';
+    body.innerHTML = `<tr class="steps-empty"><td colspan="8">${msg}</td></tr>`;
+    return;
+  }
+  const rows = [];
+  [...r.steps].reverse().forEach((s, i) => {
+    const tr = document.createElement('tr');
+    if (i === 0) tr.className = 'latest';
+    const t = s.t_s[A] ?? s.t_s[B];
+    const [up, upCls] = uprightText(s, i === 0);
+    const dtCls = s.dt_s !== null && Math.abs(s.dt_s) >= BIG_DT_S ? 'num warn' : 'num';
+    const dxyCls = s.dxy_m !== null && s.dxy_m >= BIG_DXY_M ? 'num warn' : 'num';
+    tr.append(cell(String(s.step)), cell(s.side), cell(fmt(t, 2), 'num'), cell(ms(s.dt_s), dtCls),
+      cell(ms(s.dx_m, 1), 'num'), cell(ms(s.dy_m, 1), 'num'), cell(ms(s.dxy_m, 1), dxyCls),
+      cell(up, upCls));
+    rows.push(tr);
+  });
+  body.replaceChildren(...rows);
+}
+
+let stepsBusy = false;
+async function pollSteps() {
+  if (stepsBusy) return;
+  stepsBusy = true;
+  try {
+    const r = await api(`/api/steps?last=${STEP_ROWS}`, undefined, 'GET');
+    showSteps(r);
+    showStepSummary(r.summary);
+  } catch (e) { /* the socket's state already says when the service is away */ } finally { stepsBusy = false; }
+}
+
+function showWalk(w) {
+  const c = w && w.command;
+  $('walk-cmd').textContent = c ? `vx ${fmt(c.vx, 2)} m/s · vy ${fmt(c.vy, 2)} m/s · yaw ${fmt(c.yaw_rate, 2)} rad/s`
+    : 'not walking — a command selects walk';
+  for (const b of document.querySelectorAll('#walk-pad button')) {
+    const want = WALK[b.dataset.walk];
+    b.classList.toggle('on', !!c && want.vx === c.vx && want.vy === c.vy && want.yaw_rate === c.yaw_rate);
+  }
+}
+
+async function pollWalk() {
+  try {
+    const w = await api('/api/walk', undefined, 'GET');
+    showWalk(w.walking ? w : null);
+  } catch (e) { /* as above */ }
+}
+
+for (const b of document.querySelectorAll('#walk-pad button')) {
+  b.addEventListener('click', () => act(async () => {
+    const r = await api('/api/walk', WALK[b.dataset.walk]);
+    setMode(r.mode);
+    showWalk(r);
+  }));
+}
+setInterval(() => { if (currentMode === 'walk') pollSteps(); }, 500);
+setInterval(() => { if (currentMode === 'walk') pollWalk(); }, 2000);
+pollSteps();
+pollWalk();
+
+window.s2s = { sock, views, charts, stepChart, setOverlay, pollSteps };
