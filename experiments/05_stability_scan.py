@@ -175,11 +175,11 @@ def main(argv=None) -> int:
     colours = ["#1b7f3b" if p["metrics"].get("stable") else "#b00020" for p in done]
     for ax, (key, title) in zip(axes, bars):
         vals = [p["metrics"].get(key) for p in done]
-        ys = [np.nan if v is None else v for v in vals]
+        bar = [np.nan if v is None else v for v in vals]
         no_fall = key == "fall_time_s"  # a point that never fell has no time of fall: a labelled empty bar
-        ax.bar(labels, [0.0 if no_fall and np.isnan(y) else y for y in ys], color=colours)
+        ax.bar(labels, [0.0 if no_fall and np.isnan(y) else y for y in bar], color=colours)
         if no_fall:
-            for i, y in enumerate(ys):
+            for i, y in enumerate(bar):
                 if np.isnan(y):
                     ax.text(i, 0, "no fall", ha="center", va="bottom", fontsize=8, rotation=90, color="#1b7f3b")
         ax.set_title(title)

@@ -1,29 +1,39 @@
-"""The feedback walker: divergent component of motion (DCM) tracking with online footstep adjustment.
+"""The feedback walker: divergent component of motion (DCM) tracking, ZMP feedback and step adjustment.
 
-The joint-PD walk (:mod:`lab.walking.walk`) tracks a planned CoM open loop and falls: an LIPM error
-grows as ``e^(omega t)`` and nothing in the plan reacts to it. This walker closes the loop on the
-measured DCM ``xi = c + c_dot / omega`` every control tick (100 Hz):
+The joint-PD walk (:mod:`lab.walking.walk`) tracks a planned CoM open loop and falls: an LIPM error grows
+as ``e^(omega t)`` and nothing reacts to it. This walker closes the loop on the measured DCM
+``xi = c + c_dot / omega`` every control tick (100 Hz); the joint PD (the robot's own law) stays the
+innermost loop at the physics rate.
 
-1. **Footsteps from the velocity command.** Each step the swing foot's nominal foothold is the
-   support foot moved by the command (``vx T`` ahead, the walking width beside, ``2 vy T`` aside on
-   steps toward ``vy``, turned by ``yaw_rate T``), bounded to what the legs reach. A preview of the
-   next steps gives the DCM reference by the closed-form backward recursion (Englsberger):
-   ``xi_eos_i = p_(i+1) + (xi_eos_(i+1) - p_(i+1)) e^(-omega T)``, ending at the stop (feet side by side).
-   Within a step ``xi_ref(t) = p + (xi_eos - p) e^(omega (t - t_end))``, with ``p`` the support sole centre.
-2. **Step adjustment.** While the foot swings (until ``freeze`` of the swing), the foothold is the
-   nominal one moved by the *predicted* DCM error at the end of the step,
-   ``xi_end = p + (xi - p) e^(omega tau)`` minus its reference; bounded by the reach box (a bound
-   that cuts is reported as saturation).
-3. **ZMP feedback.** ``p* = p_ref + (1 + k_xi/omega) (xi - xi_ref)`` (+ a small integral), clamped to
-   the support polygon (the support sole, or both soles in double support).
-4. **CoM admittance.** The commanded CoM follows the LIPM driven by ``p*``:
-   ``c_cmd'' = omega^2 (c_cmd - p*)``, pulled toward the measured CoM with ``pull``; the pelvis is
-   placed so the model's CoM is ``c_cmd`` and the legs by the foot IK; the joint PD (the robot's own
-   law) stays the innermost loop at the physics rate.
+1. **Footsteps from the velocity command** (``set_command(vx, vy, yaw_rate)``). The swing foot's nominal
+   foothold is the support foot moved by the command: ``vx T`` ahead, the walking width beside (plus
+   ``2 vy T`` on steps toward ``vy``), turned by ``2 yaw_rate T`` on steps toward the turn, bounded to the
+   legs' reach; the walked-distance shortfall is added back (``speed_gain``), so the feet realise the
+   command. A zero command closes the feet side by side; the walker stands once the DCM is inside them.
+2. **DCM reference** from a preview of the next footholds (Englsberger's closed-form recursion with one
+   ZMP per step): ``xi_eos_i = p_(i+1) + (xi_eos_(i+1) - p_(i+1)) e^(-omega T)``, ending with the feet
+   side by side; within a step ``xi_ref(t) = p + (xi_eos - p) e^(omega (t - t_end))``, ``p`` the support
+   sole centre.
+3. **ZMP feedback** ``p* = p + (1 + k_xi / omega) (xi - xi_ref) + k_i int(xi - xi_ref)``, clamped to the
+   support polygon (the support sole; both soles in double support). It is realised by ankle torques
+   (target offsets ``(dx a_y - dy a_x) F_z / kp`` on each ankle joint of the loaded feet) and by the CoM
+   command: the pelvis is placed (by the foot IK and a whole-body CoM fixed point) so the model's CoM is
+   ``c_ref + k_adm (xi_ref - xi)``, with ``c_ref' = omega (xi_ref - c_ref)``.
+4. **Step adjustment and timing.** From ``adjust_after`` to ``freeze`` of the swing the foothold is the
+   nominal one moved by the DCM error predicted at the end of the step under the clamped ZMP law
+   (rate-limited to ``adjust_rate``). When the reach box cuts that foothold the step is re-timed to land
+   within ``retime_lead`` (never shorter than ``ss_min``); a swing foot that already carries weight has
+   landed. At the end of a double support the foot that just landed carries next, unless the DCM stayed
+   on the other foot's side: then the unloaded foot steps again.
+5. **Standing** the walker holds the DCM over the feet by the same ZMP feedback; with ``capture_step`` it
+   steps when the DCM leaves ``capture_at`` of the feet's polygon (the foot nearer the DCM carries).
+6. **Posture.** The commanded pelvis orientation feeds back the measured tilt (``k_tilt``); beyond
+   ``swing_measured_deg`` of tilt the swing leg is solved from the measured pelvis pose, so the foot lands
+   where it was sent.
 
-Stop: with a zero command the next step closes the feet side by side and the walker stands once the
-DCM is inside the middle of the feet. Everything is measured through the engine interface (base pose,
-joint angles, CoM), so MuJoCo and PyBullet run the same law.
+Everything is measured through the engine interface (base pose, joint angles, CoM, foot contacts), so
+MuJoCo and PyBullet run the same law. :mod:`lab.walking.feedback_run` runs it headless; the ``walk``
+mode (:mod:`lab.walking.mode`) plays it live.
 """
 
 import collections
@@ -57,11 +67,7 @@ class FeedbackParams:
     authority: float = 0.5  # share of the support polygon the ZMP is trusted to reach in the prediction [-]
     k_adm: float = 2.0  # CoM admittance on the DCM error [-]
     speed_gain: float = 0.3  # share of the walked-distance shortfall made up per step [-]
-    land_gain: float = (
-        0.0  # share of each landing miss the next swing aims off by [-] (0: off; it fed a slow lateral mode)
-    )
-    adm_clip: float = 0.03  # [m]
-    lead: float = 0.0  # the CoM command leads its reference by this time [s]
+    adm_clip: float = 0.03  # largest admittance offset [m]
     freeze: float = 0.75  # fraction of the swing after which the foothold stays put [-]
     max_dx: float = 0.20  # foothold reach ahead of the support ankle [m]
     min_dx: float = -0.15  # ... and behind [m]
@@ -261,9 +267,9 @@ class FeedbackWalker:
         self.repeats = 0  # steps taken twice in a row by the same foot (the DCM beyond it)
         self.deficit = np.zeros(3)  # commanded minus walked distance (x, y [m], yaw [rad]) in the walking frame
         self.speed_trim = np.zeros(3)  # added to the commanded speed so that the feet realise it [m/s]
-        self.land_bias = np.zeros((2, 2))  # per swing foot: mean landing miss in the support foot's frame [m]
         self.saturated = False
         self.adjust = np.zeros(2)
+        self.step_cut = False  # the reach box cut the last foothold the DCM asked for
         self.events = []
         self._last_t = None
         self.t = 0.0
@@ -407,7 +413,7 @@ class FeedbackWalker:
         self.c_cmd = self.c_cmd + w * (xi_ref - self.c_cmd) * dt
         self.v_cmd = w * (xi_ref - self.c_cmd)
         adm = np.clip(p.k_adm * (xi_ref - xi), -p.adm_clip, p.adm_clip)
-        self._pose(feet_targets := self._foot_targets(), self.c_cmd + p.lead * self.v_cmd + adm)
+        self._pose(feet_targets := self._foot_targets(), self.c_cmd + adm)
         self._ankle_torque(zmp_star - p_ref)
         self.state = {"xi": xi, "com": com, "feet_targets": feet_targets}
         return self.q_target
@@ -491,14 +497,12 @@ class FeedbackWalker:
                         "planned": (float(self.target.xy[0]), float(self.target.xy[1])),
                         "landed": (float(landed.xy[0]), float(landed.xy[1])),
                         "adjust": (float(self.adjust[0]), float(self.adjust[1])),
-                        "cut": bool(getattr(self, "step_cut", False)),
+                        "cut": bool(self.step_cut),
                         "early": bool(early and self.swing_s < 1.0 - 1e-9),
                         "retimed": bool(self.retimed),
                     }
                 )
                 self.feet[sw] = Foot(landed.xy, landed.yaw)
-                miss = rot(self.feet[self.support].yaw).T @ (landed.xy - self.target.xy)
-                self.land_bias[sw] = np.clip(self.land_bias[sw] + p.land_gain * miss, -0.03, 0.03)
                 if self.moving:  # the feet's midpoint moved half the swing foot's travel: the walked distance
                     heading = rot(self.feet[self.support].yaw).T
                     moved = heading @ (landed.xy - self.swing_from.xy) / 2.0
@@ -562,8 +566,7 @@ class FeedbackWalker:
                 s = self.swing_s
                 h = 0.5 * (1 - math.cos(math.pi * min(s / 0.9, 1.0)))
                 a, b = self.swing_from, self.target
-                end = b.xy - rot(self.feet[self.support].yaw) @ self.land_bias[side]  # aim off by the landing miss
-                xy = a.xy + h * (end - a.xy)
+                xy = a.xy + h * (b.xy - a.xy)
                 yaw = a.yaw + h * wrap(b.yaw - a.yaw)
                 z = self.ground + p.step_height * math.sin(math.pi * s)
                 out.append((np.array([xy[0], xy[1], z]), yaw))

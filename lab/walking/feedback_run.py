@@ -321,8 +321,8 @@ def plot_feedback_walk(path: Path, summary: dict, rows: list) -> None:
 
     col = {k: np.array([r[k] for r in rows], dtype=float) for k in TRACE_COLUMNS if k != "phase"}
     t = col["t_s"]
-    fig = plt.figure(figsize=(11, 10))
-    gs = fig.add_gridspec(4, 2, width_ratios=(2.2, 1))
+    fig = plt.figure(figsize=(11, 12.5))
+    gs = fig.add_gridspec(5, 1, height_ratios=(1, 1, 0.7, 0.8, 1.3))
     axes = [fig.add_subplot(gs[i, 0]) for i in range(4)]
     for a in axes[1:]:
         a.sharex(axes[0])
@@ -350,7 +350,7 @@ def plot_feedback_walk(path: Path, summary: dict, rows: list) -> None:
     a.set_xlabel("time [s]")
     a.legend(loc="upper left", fontsize=7)
     a.grid(alpha=0.3)
-    top = fig.add_subplot(gs[:, 1])
+    top = fig.add_subplot(gs[4, 0])
     top.plot(col["com_x_m"], col["com_y_m"], "C1", lw=0.8, label="CoM")
     top.plot(col["dcm_x_m"], col["dcm_y_m"], "C0", lw=0.6, alpha=0.7, label="DCM")
     for i, e in enumerate(summary["touchdowns"]):
@@ -363,7 +363,7 @@ def plot_feedback_walk(path: Path, summary: dict, rows: list) -> None:
     top.set_xlabel("x [m]")
     top.set_ylabel("y [m]")
     top.set_title("top view: footholds (x planned, o landed)", fontsize=9)
-    top.legend(loc="best", fontsize=7)
+    top.legend(loc="upper left", fontsize=7, ncol=3)
     top.grid(alpha=0.3)
     for a in axes:
         if summary["fell"]:

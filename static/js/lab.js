@@ -9,7 +9,8 @@ const HELP = {
   squat: 'squat then rise every 4 s: tracking a moving pelvis height',
   push: 'stand, pushed on the torso at a fixed period',
   zero: 'control off (zero torque): the robot falls',
-  walk: 'closed-loop walk: planned vs actual CoM and ZMP on the curves',
+  walk: 'feedback walk: DCM tracking, ZMP feedback and step adjustment; steer it in the Walk card (arrow keys)',
+  walk_pd: 'baseline walk: the LIPM plan tracked by joint PD alone; it falls sideways at ~2.6 s',
   pose: 'hold joint targets set per joint (sliders in the Robot panel)',
 };
 
