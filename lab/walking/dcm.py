@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 
+from lab.control.metrics import convex_hull
 from lab.robots.model import Robot
 from lab.walking.geometry import GaitGeometry, measure_geometry
 from lab.walking.ik import IKConfig, LegIK
@@ -152,23 +153,9 @@ def clamp_to_polygon(p: np.ndarray, poly: np.ndarray) -> tuple[np.ndarray, bool]
     return best, True
 
 
-def hull(points: np.ndarray) -> np.ndarray:
-    """Counter-clockwise convex hull (k, 2) of ``points`` (n, 2)."""
-    pts = sorted(map(tuple, np.asarray(points, float)))
-
-    def cross(o, a, b):
-        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
-
-    lower, upper = [], []
-    for p in pts:
-        while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 0:
-            lower.pop()
-        lower.append(p)
-    for p in reversed(pts):
-        while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
-            upper.pop()
-        upper.append(p)
-    return np.array(lower[:-1] + upper[:-1])
+def hull(points) -> np.ndarray:
+    """Counter-clockwise convex hull (k, 2) of ``points`` (n, 2) (:func:`lab.control.metrics.convex_hull`)."""
+    return np.array(convex_hull(np.asarray(points, float)))
 
 
 class FeedbackWalker:

@@ -5,8 +5,6 @@ stand; an optional push is applied on the way. It records a 100 Hz trace, judges
 fall rule and writes ``summary.json``, ``walk_trace.csv`` and ``walk_curves.png``.
 """
 
-import csv
-import json
 import math
 import time
 from pathlib import Path
@@ -18,6 +16,7 @@ from lab.control.rollout import Rollout
 from lab.robots.model import FALL_TILT_DEG, load_robot
 from lab.walking.dcm import FeedbackParams
 from lab.walking.mode import Walk
+from lab.walking.run import write_summary_and_trace
 
 TRACE_COLUMNS = (
     "t_s",
@@ -178,7 +177,7 @@ def _run(robot, eng, engine, vx, vy, yaw_rate, steps, prm, push, stand_s, settle
     summary["heading_change_deg"] = round(math.degrees(_wrap(base_yaw(eng) - yaw0)), 2)
     summary["steps_commanded"] = stop_step if stop_step is not None else summary["steps_completed"]
     if out_dir is not None:
-        write_outputs(Path(out_dir), summary, rows, ctl)
+        write_outputs(Path(out_dir), summary, rows)
     return summary
 
 
@@ -301,15 +300,9 @@ def _summary(
     }
 
 
-def write_outputs(out: Path, summary: dict, rows: list, ctl=None) -> None:
+def write_outputs(out: Path, summary: dict, rows: list) -> None:
     """``summary.json``, ``walk_trace.csv`` and ``walk_curves.png`` under ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    with open(out / "walk_trace.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=TRACE_COLUMNS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    write_summary_and_trace(out, summary, rows, TRACE_COLUMNS)
     plot_feedback_walk(out / "walk_curves.png", summary, rows)
 
 

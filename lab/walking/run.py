@@ -209,14 +209,19 @@ def _summary(robot, params, seed, rows, fall_t, x0, z_lim, pitch_lim, ctl, wall,
 
 def write_outputs(out: Path, summary: dict, rows: list) -> None:
     """``summary.json``, ``walk_trace.csv`` and ``walk_curves.png`` under ``out``."""
+    write_summary_and_trace(out, summary, rows, TRACE_COLUMNS)
+    plot_walk(out / "walk_curves.png", summary, rows)
+
+
+def write_summary_and_trace(out: Path, summary: dict, rows: list, columns) -> None:
+    """``summary.json`` and ``walk_trace.csv`` (``columns``, floats to 6 significant digits) under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     with open(out / "walk_trace.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=TRACE_COLUMNS)
+        w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
         for r in rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    plot_walk(out / "walk_curves.png", summary, rows)
 
 
 def plot_walk(path: Path, summary: dict, rows: list) -> None:
