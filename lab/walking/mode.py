@@ -10,8 +10,10 @@ The mode needs the real state (measured feet and CoM), so the :class:`~lab.contr
 that runs it calls :meth:`Walk.bind` with its engine. Joint targets are recomputed at the IK
 rate (100 Hz) and held in between; once the fall rule fires (pelvis below its floor or torso
 tilt beyond 45 deg: :meth:`Robot.has_fallen`) the targets are frozen until the rollout resets; each
-:class:`Command` carries, in ``extras``, the planned and actual CoM and the planned ZMP (floats, [m])
-for the Lab's curves. The registries that offer it are built in :mod:`lab.runtime.modes`.
+:class:`Command` carries, in ``extras``, what the controller reports for the Lab's curves: the feedback
+walker's DCM, its reference, the commanded and planned ZMP, the support polygon and footholds
+(:meth:`FeedbackWalker.extras`), or the PD walk's planned and actual CoM and planned ZMP. The registries that
+offer it are built in :mod:`lab.runtime.modes`.
 """
 
 import numpy as np
