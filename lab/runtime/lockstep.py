@@ -29,22 +29,15 @@ from lab.robots.model import Robot, load_robot
 from lab.runtime.modes import LAB_MODES, SIM2SIM_MODES
 from lab.runtime.realtime import RealtimeRunner
 from lab.sim.engine import Engine, quat_pitch_deg
-from lab.sim.mujoco_engine import MujocoEngine
-from lab.sim.pybullet_engine import PybulletEngine, check_urdf_for_pybullet
+from lab.sim.engines import make_engine
+from lab.sim.pybullet_engine import check_urdf_for_pybullet
 
 LOCKSTEP_MODES = tuple(SIM2SIM_MODES)  # the modes both engines run (walk_pd and pose are the Lab's)
 
-ENGINES = {"mujoco": MujocoEngine, "pybullet": PybulletEngine}
 MASS_TOLERANCE = 1e-3  # relative difference of total mass above which the engines disagree
 CLEAR_S = 0.02  # [s] a swing foot counts as lifted once it has had no floor contact this long
 SIDES = ("left", "right")
 STEP_ROWS = (1, 1000, 100)  # rows of the per-step table one read may ask for: least, most, default
-
-
-def make_engine(name: str, robot: Robot) -> Engine:
-    if name not in ENGINES:
-        raise LabError(f"unknown engine '{name}'", f"available: {', '.join(ENGINES)}")
-    return ENGINES[name](robot)
 
 
 def load_sim2sim_robot(path: str | Path | None = None) -> Robot:

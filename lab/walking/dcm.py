@@ -433,8 +433,7 @@ class FeedbackWalker:
             load = [(1 - s) * mg, s * mg]
         m, d = self.robot.model, self._fk
         for side, leg in enumerate(self.legs):
-            for k in (leg.ankle_pitch, 5 if leg.ankle_pitch == 4 else 4):
-                a = leg.act[k]
+            for a in leg.act[4:]:  # the two joints next to the foot: ankle pitch and roll
                 jid = int(m.actuator_trnid[a, 0])
                 ax = d.xaxis[jid]
                 tau = (shift[0] * ax[1] - shift[1] * ax[0]) * load[side]
@@ -594,8 +593,7 @@ class FeedbackWalker:
         yaw = targets[0][1] + 0.5 * wrap(targets[1][1] - targets[0][1])
         self.heading = yaw
         quat = self._upright_quat(yaw)
-        R = rot(yaw)
-        pelvis = np.array([*(target - R @ (rot(-yaw) @ self.com_offset)), self.pelvis_z])
+        pelvis = np.array([*(target - self.com_offset), self.pelvis_z])
         if getattr(self, "_pelvis", None) is not None:
             pelvis[:2] = self._pelvis[:2] + (target - self._pelvis_com)
         for it in range(3):

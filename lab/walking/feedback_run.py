@@ -14,6 +14,7 @@ import numpy as np
 from lab.control.pd import PDGains
 from lab.control.rollout import Rollout
 from lab.robots.model import FALL_TILT_DEG, load_robot
+from lab.sim.engines import make_engine
 from lab.walking.dcm import FeedbackParams
 from lab.walking.mode import Walk
 from lab.walking.run import write_summary_and_trace
@@ -44,20 +45,6 @@ TRACE_COLUMNS = (
     "step_adjust_x_m",
     "step_adjust_y_m",
 )
-
-
-def make_engine(name: str, robot):
-    if name == "mujoco":
-        from lab.sim.mujoco_engine import MujocoEngine
-
-        return MujocoEngine(robot)
-    if name == "pybullet":
-        from lab.sim.pybullet_engine import PybulletEngine
-
-        return PybulletEngine(robot)
-    from lab.errors import LabError
-
-    raise LabError(f"unknown engine '{name}'", "available: mujoco, pybullet")
 
 
 def run_feedback_walk(
