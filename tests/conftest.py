@@ -51,6 +51,20 @@ def lab_server():
         yield srv
 
 
+@pytest.fixture(scope="module")
+def s2s():
+    """The real Sim2Sim app (both engines, 30 fps views) on a free loopback port for this test module."""
+    import requests
+
+    from lab.web.server import ServerThread
+    from lab.web.sim2sim import create_sim2sim_app
+
+    app = create_sim2sim_app(fps=30)
+    with ServerThread(app) as srv:
+        wait_until(lambda: requests.get(srv.url + "/api/metrics", timeout=5).json()["sim_time"] > 0.05, 15)
+        yield srv
+
+
 def srv_get(base: str, path: str) -> dict:
     import requests
 

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.e2e
 
 
 def canvas_png(page) -> str:
-    return page.evaluate("document.getElementById('view').toDataURL('image/png')")
+    """The view's pixels as a PNG data URL (FrameView.snapshot: the frame worker owns the canvas)."""
+    return page.evaluate("window.labView.snapshot()")
 
 
 def test_lab_page_shows_the_live_robot_and_switches_every_mode(lab_server, page):

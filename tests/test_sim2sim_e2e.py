@@ -24,7 +24,8 @@ def s2s_server():
 
 
 def canvas_png(page, view: str) -> str:
-    return page.evaluate(f"document.getElementById('view-{view}').toDataURL('image/png')")
+    """A view's pixels as a PNG data URL (FrameView.snapshot: the frame worker owns the canvas)."""
+    return page.evaluate(f"window.s2s.views['{view}'].snapshot()")
 
 
 def frames(page, view: str) -> int:

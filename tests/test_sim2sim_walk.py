@@ -13,8 +13,6 @@ import pytest
 import requests
 
 from lab.runtime.lockstep import Lockstep, _pair_steps, step_summary
-from lab.web.server import ServerThread
-from lab.web.sim2sim import create_sim2sim_app
 from tests.conftest import SCREENSHOTS, wait_until
 
 ENGINES = ("mujoco", "pybullet")
@@ -174,14 +172,6 @@ def test_leaving_the_walk_or_a_reset_clears_the_steps(robot):
 
 
 # ---------------------------------------------------------------- over HTTP
-
-
-@pytest.fixture(scope="module")
-def s2s():
-    app = create_sim2sim_app(fps=30)
-    with ServerThread(app) as srv:
-        wait_until(lambda: requests.get(srv.url + "/api/metrics", timeout=5).json()["sim_time"] > 0.05, 15)
-        yield srv
 
 
 def get(srv, path):

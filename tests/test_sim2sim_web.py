@@ -20,14 +20,6 @@ from tests.test_pybullet_engine import write_mesh_humanoid
 ENGINES = {"mujoco", "pybullet"}
 
 
-@pytest.fixture(scope="module")
-def s2s():
-    app = create_sim2sim_app(fps=30)
-    with ServerThread(app) as srv:
-        wait_until(lambda: requests.get(srv.url + "/api/metrics", timeout=5).json()["sim_time"] > 0.05, 15)
-        yield srv
-
-
 def get(srv, path):
     r = requests.get(srv.url + path, timeout=10)
     return r.status_code, r.json()

@@ -1,6 +1,6 @@
 """The Lab page's walk panel (templates/_walk_panel.html, static/js/walk_panel.js) in Debian's Chromium
 (Playwright) against a real Lab server: the card and its hint outside walk, buttons and arrow keys that
-command the feedback walker (checked through GET /api/walk), Space that stops it, keys left alone while
+command the feedback walker (checked through GET /api/walk), Esc that stops it, keys left alone while
 typing, the state readouts and the three charts filling while it walks, a refused command shown inline,
 the PD walk with what it reports, and the bearer token on a Lab that has one."""
 
@@ -99,9 +99,9 @@ def test_buttons_and_arrow_keys_command_the_walker_and_space_stops_it(lab_server
     assert page.input_value("#walk-vx-num") == "0.05"
     assert page.input_value("#walk-vy-num") == "0.05"
 
-    # Space stops, even with a panel button focused (the button does not press itself as well)
+    # Esc stops, even with a panel button focused (Space is the page's pause: tests/test_keys_e2e.py)
     page.focus("#walk-pad button[data-act='forward']")
-    page.keyboard.press(" ")
+    page.keyboard.press("Escape")
     assert page.evaluate("window.walkPanel.target()") == {"vx": 0, "vy": 0, "yaw_rate": 0}
     wait_until(lambda: command_is(lab_server, 0.0, 0.0, 0.0), 5)
     wait_until(lambda: held(page)["vx"] == "0" and held(page)["vy"] == "0", 5)

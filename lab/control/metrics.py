@@ -83,6 +83,26 @@ def support_margin(hull, p) -> float:
     return best if inside else -best
 
 
+def contact_support(contacts) -> tuple:
+    """``(cop, hull, support)`` of foot contacts (:class:`~lab.sim.engine.Contact`): the centre of pressure
+    (x, y) [m] weighted by the normal forces (None without contact or force), the support polygon (the
+    counter-clockwise hull of the contact points, a list of (x, y) [m]) and none|left|right|double."""
+    if not contacts:
+        return None, [], "none"
+    sides, pts = set(), []  # plain floats: a handful of points, where numpy's per-call cost dominates
+    total = cx = cy = 0.0
+    for c in contacts:
+        x, y, _ = c.pos.tolist()
+        sides.add(c.side)
+        pts.append((x, y))
+        total += c.fz
+        cx += c.fz * x
+        cy += c.fz * y
+    support = "double" if len(sides) == 2 else ("left" if 0 in sides else "right")
+    cop = (cx / total, cy / total) if total > 1e-6 else None
+    return cop, convex_hull(pts), support
+
+
 _FIELDS = [f.name for f in fields(Metrics)]
 
 
@@ -93,21 +113,8 @@ def measure(engine: Engine, q_target: np.ndarray, x0: float, enabled: bool = Tru
     q, _ = engine.joint_state()
     com = engine.com().tolist()
     contacts = engine.foot_contacts()
-    cop, margin, support = None, None, "none"
-    if contacts:  # plain floats: a handful of points, where numpy's per-call cost dominates
-        sides, pts = set(), []
-        total = cx = cy = 0.0
-        for c in contacts:
-            x, y, _ = c.pos.tolist()
-            sides.add(c.side)
-            pts.append((x, y))
-            total += c.fz
-            cx += c.fz * x
-            cy += c.fz * y
-        support = "double" if len(sides) == 2 else ("left" if 0 in sides else "right")
-        if total > 1e-6:
-            cop = (cx / total, cy / total)
-        margin = support_margin(convex_hull(pts), com)
+    cop, hull, support = contact_support(contacts)
+    margin = support_margin(hull, com) if contacts else None
     return Metrics(
         sim_time=engine.time,
         pelvis_z=float(pos[2]),

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from lab.render import overlays as overlay_draw
+from lab.render.camera import ViewCamera, pick
 from lab.robots.model import GRID_GROUP
 
 
@@ -113,6 +115,7 @@ class Renderer:
         self.option = mujoco.MjvOption()
         self.ghost_option = mujoco.MjvOption()
         self._lookat = None
+        self._overlay_opt = False
         self._r = None
         self._matid = self.model.geom_matid.copy()
         self._rgba = self.model.geom_rgba.copy()
@@ -146,22 +149,42 @@ class Renderer:
             mujoco.mjtRndFlag.mjRND_SKYBOX: p.skybox,
         }
 
-    def _follow(self) -> None:
-        target = self.data.xpos[self.track_body].copy()
-        target[2] = max(0.15 * self.size, min(target[2] * 0.75, 0.6 * self.size))
-        self._lookat = target if self._lookat is None else self._lookat + 0.15 * (target - self._lookat)
-        self.camera.lookat[:] = self._lookat
+    def _follow(self, cam: ViewCamera | None) -> mujoco.MjvCamera:
+        """The MuJoCo camera for this frame: the renderer's own following camera, or ``cam``'s."""
+        if cam is None:
+            target = self.data.xpos[self.track_body].copy()
+            target[2] = max(0.15 * self.size, min(target[2] * 0.75, 0.6 * self.size))
+            self._lookat = target if self._lookat is None else self._lookat + 0.15 * (target - self._lookat)
+            self.camera.lookat[:] = self._lookat
+            return self.camera
+        return cam.update(self.data, self.size)
 
     def render(
-        self, qpos: np.ndarray, ghost_qpos: np.ndarray | None = None, ghost_rgba=(0.35, 0.75, 1.0, 0.35)
+        self,
+        qpos: np.ndarray,
+        ghost_qpos: np.ndarray | None = None,
+        ghost_rgba=(0.35, 0.75, 1.0, 0.35),
+        camera: ViewCamera | None = None,
+        overlays: frozenset = frozenset(),
+        overlay_state: dict | None = None,
     ) -> np.ndarray:
-        """(height, width, 3) uint8 image of ``qpos`` (nq,) and, if given, a translucent ``ghost_qpos``."""
+        """(height, width, 3) uint8 image of ``qpos`` (nq,) and, if given, a translucent ``ghost_qpos``.
+
+        ``camera``: a :class:`~lab.render.camera.ViewCamera` (a client's own), else the renderer's
+        following camera. ``overlays``: names of :data:`lab.render.overlays.OVERLAYS` to draw into the
+        scene from ``overlay_state`` (see :func:`lab.runtime.overlay_state.capture`)."""
         m, d = self.model, self.data
         d.qpos[:] = qpos
         mujoco.mj_kinematics(m, d)
-        self._follow()
+        if overlays:
+            mujoco.mj_comPos(m, d)  # subtree centres of mass, for the CoM overlay
+        cam = self._follow(camera)
         r = self._r
-        r.update_scene(d, self.camera, self.option)
+        opt = self.option
+        if overlays or self._overlay_opt:
+            overlay_draw.prepare(opt, overlays)
+            self._overlay_opt = bool(overlays)
+        r.update_scene(d, cam, opt)
         scn = r.scene
         for flag, on in self._flags.items():
             scn.flags[flag] = on
@@ -173,7 +196,15 @@ class Renderer:
             mujoco.mjv_addGeoms(m, g, self.ghost_option, mujoco.MjvPerturb(), mujoco.mjtCatBit.mjCAT_DYNAMIC, scn)
             for i in range(n0, scn.ngeom):
                 scn.geoms[i].rgba[:] = ghost_rgba
+        if overlays:
+            overlay_draw.draw(scn, m, d, overlays, overlay_state or {}, self.size)
         return r.render()
+
+    def select(self, camera: ViewCamera | None, x: float, y: float) -> tuple[int, np.ndarray] | None:
+        """The robot body under the image point (``x``, ``y``) in [0, 1] (0, 0 top left) as drawn by the
+        last :meth:`render` with ``camera``: ``(body id, world point (3,) [m])``, or None (floor, sky)."""
+        cam = self.camera if camera is None else camera.mjv
+        return pick(self.model, self.data, self._r.scene, self.option, cam, self.width / self.height, x, y)
 
     def close(self) -> None:
         if self._r is not None:

@@ -305,6 +305,24 @@ class RealtimeRunner:
             q, t = self._qpos[name or self.names[0]]
             return q.copy(), t
 
+    def frame_state(self, name: str | None = None, overlays: bool = False) -> tuple:
+        """``(qpos (nq,), sim_time, overlay state or None)`` of engine ``name`` (default: the first) as of
+        the last chunk, copies; with ``overlays`` the state the scene overlays draw from
+        (:func:`lab.runtime.overlay_state.capture`), read in the same hold of the lock."""
+        from lab.runtime import overlay_state
+
+        name = name or self.names[0]
+        with self._lock:
+            q, t = self._qpos[name]
+            return q.copy(), t, overlay_state.capture(self, name) if overlays else None
+
+    def read(self, fn):
+        """``fn(self)`` called under the lock, between two chunks: one consistent read of several parts of
+        the state (the engines, the rollouts' commands, the history). ``fn`` must be short and only copy:
+        the simulation waits for it. Returns what ``fn`` returns."""
+        with self._lock:
+            return fn(self)
+
     def fell_at(self, name: str | None = None) -> float | None:
         """Simulation time [s] the robot in engine ``name`` (default: the first) fell, or None."""
         t = self.fall_time.get(name or self.names[0])

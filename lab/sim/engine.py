@@ -82,6 +82,14 @@ class Engine(ABC):
     def close(self) -> None:
         """Release what the engine holds (a physics server, files); the default holds nothing."""
 
+    def set_body_force(self, body: int | None, force=None, point=None) -> None:
+        """Hold a world-frame ``force`` (3,) [N] applied at world ``point`` (3,) [m] on MuJoCo body id
+        ``body`` of the lab's model until changed; ``body=None`` clears it. Separate from :meth:`set_push`
+        (both may act). Engines that cannot raise a :class:`~lab.errors.LabError`."""
+        from lab.errors import LabError
+
+        raise LabError(f"{self.name} does not take body forces", "drag the robot in the Lab (MuJoCo)", 409)
+
     def bias_torque(self) -> np.ndarray | None:
         """Gravity + Coriolis torque (nu,) [N·m] for feed-forward, or None if the engine has none."""
         return None

@@ -87,6 +87,13 @@ class MujocoEngine(Engine):
         if force is not None:
             self._xfrc[self._torso, :3] = force
 
+    def set_body_force(self, body, force=None, point=None):
+        qf = self.data.qfrc_applied
+        qf[:] = 0.0
+        if body is not None:
+            f = np.asarray(force, dtype=float)
+            mujoco.mj_applyFT(self.model, self.data, f, np.zeros(3), np.asarray(point, dtype=float), int(body), qf)
+
     def com(self):
         return self.data.subtree_com[self.robot.root_body].copy()
 

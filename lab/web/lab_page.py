@@ -4,12 +4,14 @@ import time
 
 from flask import Blueprint, current_app, jsonify, render_template
 
+from lab.render.overlays import OVERLAYS
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
-from lab.web import messages, models_api, parity_api, robot_api, walk_api
+from lab.web import messages, models_api, parity_api, robot_api, signals, walk_api
 from lab.web.common import json_body, require_token
 from lab.web.control_api import control_blueprint, push_dict
 from lab.web.server import on_stop
-from lab.web.stream import FrameHub, ws_loop
+from lab.web.stream import FrameHub, merge_extensions, ws_loop
+from lab.web.view_api import view_extension
 
 bp = Blueprint("lab", __name__)
 
@@ -24,10 +26,11 @@ class SessionSource:
     def open(self):
         self.renderer = Renderer(self.session.robot.model, self.width, self.height, self.preset)
 
-    def frame(self):
-        qpos, sim_time = self.session.snapshot()
+    def frame(self, channel):
+        qpos, sim_time, state = self.session.frame_state(overlays=bool(channel.overlays))
         t_wall = time.time()
-        return self.renderer.render(qpos), {"sim_time": sim_time, "t_wall": t_wall}
+        rgb = self.renderer.render(qpos, camera=channel.camera, overlays=channel.overlays, overlay_state=state)
+        return rgb, {"sim_time": sim_time, "t_wall": t_wall}
 
     def close(self):
         if self.renderer is not None:
@@ -42,9 +45,14 @@ def init_app(app, sock, robot, session, fps=60.0, width=640, height=480, preset=
     preset = check_preset(preset or default_preset())
     source = SessionSource(session, width, height, preset)
     hub = FrameHub(source, fps=fps, name="lab")
-    app.extensions["lab"] = {"robot": robot, "session": session, "hub": hub, "source": source}
+    # ws_ext: callables fn(app) -> (handlers, tickers) that add message types to WS /ws (signals, camera)
+    app.extensions["lab"] = {"robot": robot, "session": session, "hub": hub, "source": source, "ws_ext": []}
     on_stop(app, hub.close)
     app.register_blueprint(bp)
+    # the 3D view: each viewer's camera, overlays, picking and the mouse pull (lab/web/view_api.py)
+    app.extensions["lab"]["ws_ext"].append(
+        view_extension(lambda: app.extensions["lab"]["robot"].model, lambda: app.extensions["lab"]["session"])
+    )
 
     def latest():  # the session as of this call: POST /api/model switches it
         return app.extensions["lab"]["session"].latest()
@@ -65,13 +73,22 @@ def init_app(app, sock, robot, session, fps=60.0, width=640, height=480, preset=
     app.register_blueprint(
         walk_api.walk_blueprint("lab", lambda: app.extensions["lab"]["session"])
     )  # GET/POST /api/walk
+    signals.init_app(app)  # GET /api/signals, {"type": "signals"} on WS /ws
 
     @sock.route("/ws")
     def ws(ws):
         c = app.extensions["lab"]  # robot and session as of now (POST /api/model switches them)
         hello = messages.hello(
-            "lab", ["lab"], width, height, fps, c["robot"].identity_dict(), modes=list(c["session"].modes)
+            "lab",
+            ["lab"],
+            width,
+            height,
+            fps,
+            c["robot"].identity_dict(),
+            modes=list(c["session"].modes),
+            overlays=list(OVERLAYS),
         )
+        handlers, tickers = merge_extensions(c["ws_ext"], app)
         ws_loop(
             ws,
             {"lab": c["hub"]},
@@ -79,6 +96,9 @@ def init_app(app, sock, robot, session, fps=60.0, width=640, height=480, preset=
             hello,
             metrics_hz=25,
             status_fn=status_small,
+            handlers=handlers,
+            tickers=tickers,
+            token=current_app.config.get("LAB_TOKEN"),
         )
 
     def status_small():
@@ -127,6 +147,12 @@ def status_dict() -> dict:
 @bp.route("/")
 def index():
     return render_template("lab.html", status=status_dict(), page="lab")
+
+
+@bp.get("/api/events")
+def api_events():
+    """What happened in the session that a viewer caused (the mouse pull), newest last."""
+    return jsonify({"events": _ctx()["session"].events()})
 
 
 @bp.post("/api/rtf")

@@ -17,6 +17,7 @@ import json
 import math
 
 HELLO, FRAME, METRICS, STATUS, PING, PONG, ACK = "hello", "frame", "metrics", "status", "ping", "pong", "ack"
+AUTH = "auth"
 
 
 def dumps(obj: dict) -> str:

@@ -396,7 +396,15 @@ def lab_spec(modes: list, remote: bool = True, scans: bool = True, app=None) -> 
     paths.update(_walk_paths("lab"))  # GET/POST /api/walk
     if app is None or "lab_models" in app.blueprints:
         paths.update(_models_paths(comps, "lab"))
+    if app is None or "signals" in app.blueprints:
+        paths.update(_signals_paths())  # GET /api/signals
     ws = {"/ws": "frames (binary JPEG after a text header), metrics at 25 Hz, status (lab/web/messages.py)"}
+    if app is None or "signals" in app.blueprints:
+        ws["/ws"] += (
+            '; {"type": "signals", "names": [...]} picks signals of GET /api/signals (answered signals_picked'
+            ' {names, units, hz} or an error about signals), then {"type": "signals", "t", "names", "values"}'
+            " at 25 Hz (lab/web/signals.py)"
+        )
     if remote:
         ws["/ws/remote"] = "frames of the remote robot and the monitor status at 10 Hz"
     return _spec("lab", paths, comps, ws)
@@ -642,6 +650,14 @@ def _robot_paths(comps: dict, app=None) -> dict:
                 token=True,
                 post=True,
                 op_id="pose",
+                tags=t,
+            )
+        },
+        "/api/events": {
+            "get": op(
+                "what viewers did to the simulation (the mouse pulls of the 3D view), newest last",
+                _json_ok(obj({"events": arr(OBJ)})),
+                op_id="events",
                 tags=t,
             )
         },
@@ -1443,4 +1459,30 @@ def _walk_paths(service: str) -> dict:
                 tags=t,
             ),
         },
+    }
+
+
+def _signals_paths() -> dict:
+    """``GET /api/signals`` (lab/web/signals.py): every signal the Lab streams on request, with units."""
+    from lab.web.signals import HZ, MAX_PICK
+
+    signal = obj({"name": STR, "unit": STR, "label": STR})
+    group = obj({"id": STR, "label": STR, "doc": STR, "signals": arr(signal)})
+    catalog = obj(
+        {
+            "engine": STR,
+            "count": INT,
+            "max_pick": {"type": "integer", "enum": [MAX_PICK]},
+            "hz": {"type": "number", "enum": [HZ]},
+            "groups": arr(group),
+        }
+    )
+    catalog["description"] = (
+        "groups q, q_target, qd, tau (every actuated joint), base, base_vel, foot, contact (MuJoCo), metric;"
+        " names such as q/<joint>, base/pitch, foot/left/fz, metric/pelvis_z; pick them on WS /ws"
+    )
+    return {
+        "/api/signals": {
+            "get": op("the signal catalog: groups, names, units", _json_ok(catalog), op_id="lab_signals", tags=["lab"])
+        }
     }

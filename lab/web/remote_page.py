@@ -23,11 +23,13 @@ from lab.errors import LabError
 from lab.remote.client import DEFAULT_URL, RemoteError, StateClient, normalize_url
 from lab.remote.monitor import CONNECTED, MISMATCH, RemoteMonitor
 from lab.remote.protocol import DEFAULT_ALLOWED, DEMO_LIMIT, MAX_DURATION_S
+from lab.render.overlays import OVERLAYS
 from lab.render.renderer import Renderer, default_preset
 from lab.web import messages
 from lab.web.common import json_body, require_token
 from lab.web.server import on_stop
-from lab.web.stream import FrameHub, ws_loop
+from lab.web.stream import FrameHub, merge_extensions, ws_loop
+from lab.web.view_api import view_extension
 
 bp = Blueprint("remote", __name__)
 _sock = Sock()
@@ -42,13 +44,12 @@ class RemoteSource:
         self.robot, self.monitor = robot, monitor
         self.width, self.height, self.preset = width, height, preset
         self.renderer = None
-        self._key = None
-        self._rgb = None
+        self._last = {}  # channel -> (state key, rgb): a channel re-renders only when its state changed
 
     def open(self):
         self.renderer = Renderer(self.robot.model, self.width, self.height, self.preset)
 
-    def frame(self):
+    def frame(self, channel):
         state = self.monitor.latest()
         live = self.monitor.state.status()["state"] == CONNECTED
         if state is None:
@@ -57,13 +58,18 @@ class RemoteSource:
             key = (state["server_instance_id"], state["sequence"], live)
             qpos = np.asarray(state["qpos"], dtype=float)
             meta = {"sim_time": state["simulation_time"], "t_wall": state.get("wall_time", time.time())}
-        if key != self._key:  # render only when the state (or its liveness) changed
-            rgb = self.renderer.render(qpos)
+        key = (*key, channel.key)
+        last = self._last.get(channel)
+        following = channel.camera is not None and channel.camera.spec.follow  # its look-at point moves
+        if last is None or last[0] != key or following:  # the state (or its liveness) changed
+            rgb = self.renderer.render(qpos, camera=channel.camera, overlays=channel.overlays, overlay_state={})
             if not live:  # the last frame, kept and marked: grey and dim
                 grey = rgb.mean(axis=2, keepdims=True)
                 rgb = (0.55 * grey + 0.10 * rgb).astype(np.uint8)
-            self._rgb, self._key = rgb, key
-        return self._rgb, meta
+            if len(self._last) > 64:  # channels come and go with the viewers' cameras
+                self._last.clear()
+            last = self._last[channel] = (key, rgb)
+        return last[1], meta
 
     def close(self):
         if self.renderer is not None:
@@ -185,6 +191,14 @@ def ws_remote(ws):
     c = _ctx()
     src = c["source"]
     hello = messages.hello(
-        "remote", ["remote"], src.width, src.height, c["hub"].fps, c["robot"].identity_dict(), local_dynamics="disabled"
+        "remote",
+        ["remote"],
+        src.width,
+        src.height,
+        c["hub"].fps,
+        c["robot"].identity_dict(),
+        local_dynamics="disabled",
+        overlays=list(OVERLAYS),
     )
-    ws_loop(ws, {"remote": c["hub"]}, status_dict, hello, metrics_hz=STATUS_HZ)
+    handlers, tickers = merge_extensions([view_extension(lambda: c["robot"].model)])
+    ws_loop(ws, {"remote": c["hub"]}, status_dict, hello, metrics_hz=STATUS_HZ, handlers=handlers, tickers=tickers)

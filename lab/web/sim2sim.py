@@ -25,13 +25,15 @@ import time
 from flask import Blueprint, current_app, jsonify, render_template, request
 
 from lab.errors import LabError
+from lab.render.overlays import OVERLAYS
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
 from lab.settings import Settings
 from lab.web import make_flask, messages, models_api, parity_api, settings_for, use_settings, walk_api
 from lab.web.common import json_body, require_token
 from lab.web.control_api import control_blueprint, push_dict
 from lab.web.server import on_stop
-from lab.web.stream import FrameHub, ws_loop
+from lab.web.stream import FrameHub, merge_extensions, ws_loop
+from lab.web.view_api import view_extension
 
 bp = Blueprint("sim2sim", __name__)
 VIEWS = ("mujoco", "pybullet", "overlay")
@@ -58,11 +60,12 @@ class LockstepSource:
             pass
         self.renderer = Renderer(self.lockstep.robot.model, self.width, self.height, self.preset)
 
-    def frame(self):
-        qpos, sim_time = self.lockstep.snapshot(self.engine)
+    def frame(self, channel):
+        qpos, sim_time, state = self.lockstep.frame_state(self.engine, overlays=bool(channel.overlays))
         ghost = self.lockstep.snapshot(self.ghost)[0] if self.ghost else None
         t_wall = time.time()
-        return self.renderer.render(qpos, ghost), {"sim_time": sim_time, "t_wall": t_wall}
+        rgb = self.renderer.render(qpos, ghost, camera=channel.camera, overlays=channel.overlays, overlay_state=state)
+        return rgb, {"sim_time": sim_time, "t_wall": t_wall}
 
     def close(self):
         if self.renderer is not None:
@@ -158,8 +161,20 @@ def init_app(app, sock, lockstep, fps=30.0, width=640, height=480, preset=None):
             modes=list(ls.modes),
             engines=ls.engine_info(),
             labels=view_labels(ls),
+            overlays=list(OVERLAYS),
         )
-        ws_loop(ws, {v: c["hubs"][v] for v in views}, metrics_sample, hello, metrics_hz=25, status_fn=status_small)
+        handlers, tickers = merge_extensions([view_extension(lambda: ls.robot.model)])
+        ws_loop(
+            ws,
+            {v: c["hubs"][v] for v in views},
+            metrics_sample,
+            hello,
+            metrics_hz=25,
+            status_fn=status_small,
+            handlers=handlers,
+            tickers=tickers,
+            token=current_app.config.get("LAB_TOKEN"),
+        )
 
 
 def parse_views(raw: str | None) -> tuple:

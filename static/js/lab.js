@@ -2,6 +2,9 @@
 import { StreamSocket, FrameView } from './socket.js';
 import { StripChart } from './plots.js';
 import { $, act, api, fmt, showSim } from './util.js';
+import './signals.js'; // any signal: picker and live chart (templates/_signals.html)
+import { installShortcuts, modeKeys, viewKeys } from './keys.js';
+import { View3d } from './view3d.js';
 
 const view = new FrameView($('view'));
 const HELP = {
@@ -129,5 +132,23 @@ $('push-form').addEventListener('submit', (ev) => {
   for (const [k, v] of f.entries()) body[k] = Number(v);
   act(() => api('/api/push', body), `push: ${body.force_n} N for ${body.duration_s} s every ${body.period_s} s`);
 });
+
+// the keys (static/js/keys.js); the walk panel's own keys (walk_panel.js) are listed with them
+const WALK_KEYS = [
+  { keys: ['ArrowUp', 'ArrowDown'], label: 'walk: forward / back, vx ±0.05 m/s (Walk card)' },
+  { keys: ['ArrowLeft', 'ArrowRight'], label: 'walk: turn, yaw rate ±0.25 rad/s' },
+  { keys: ['Shift+ArrowLeft', 'Shift+ArrowRight'], label: 'walk: sideways, vy ±0.05 m/s' },
+  { keys: ['Escape'], label: 'walk: stop (all zero)' },
+];
+installShortcuts([
+  { keys: [' '], label: 'pause / resume', run: () => $('pause').click() },
+  { keys: ['r', 'Backspace'], label: 'reset', run: () => $('reset').click() },
+  ...modeKeys(document.querySelectorAll('#modes button')),
+  ...viewKeys(),
+  ...($('walk-panel') ? WALK_KEYS : []),
+], { hint: document.querySelector('.viewer-stats') });
+
+// the 3D view: own camera, overlays, double-click centre, Ctrl+drag pull (the keys c, f, o reach it here)
+window.labView3d = new View3d(sock, [{ canvas: $('view'), view: 'lab' }], { perturb: true, bar: $('view').parentElement });
 window.labSocket = sock;
 window.labView = view;

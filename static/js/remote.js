@@ -1,7 +1,9 @@
 // The remote monitor page: frames of the remote robot and the monitor's status over /ws/remote
 // (names from lab/web/messages.py), the connect form and the limited command form.
 import { StreamSocket, FrameView } from './socket.js';
+import { View3d } from './view3d.js';
 import { $, api, authHeader, fmt, showSim } from './util.js';
+import { installShortcuts, viewKeys } from './keys.js';
 
 const view = new FrameView($('view'));
 let lastStatus = null;
@@ -122,6 +124,12 @@ function show(msg, ok) {
   el.className = `answer ${ok ? 'ok' : 'bad'}`;
 }
 
+// the keys (static/js/keys.js): the view's toggles only; this page commands nothing by key
+installShortcuts(viewKeys(), { hint: $('fps').parentElement });
+
+// the 3D view: own camera, overlays that kinematics gives (CoM, joint frames), double-click centre
+window.labView3d = new View3d(sock, [{ canvas: $('view'), view: 'remote' }], { bar: $('view').parentElement,
+  overlays: ['com', 'frames'] });
 window.remoteStatus = () => lastStatus;
 window.remoteSocket = sock;
 window.remoteView = view;

@@ -2,8 +2,10 @@
 // Message names follow lab/web/messages.py; metrics carry engines.<name>.*, divergence.* and (walk) steps.
 // In walk: the velocity pad (POST /api/walk) and the footsteps card (GET /api/steps, polled while walking).
 import { StreamSocket, FrameView } from './socket.js';
+import { View3d } from './view3d.js';
 import { StripChart } from './plots.js';
 import { $, act, api, fmt, showSim } from './util.js';
+import { installShortcuts, modeKeys, viewKeys } from './keys.js';
 
 const ENGINES = $('views').dataset.engines.split(',');
 const [A, B] = ENGINES;
@@ -139,11 +141,25 @@ const sock = new ViewSocket({
   onState: (state) => onState(ENGINES, state),
 });
 
+// the 3D view: one camera for this viewer moves both engine views together (the server applies it to
+// every view of the socket); the overlay view, on its own socket, is sent the same camera
+const view3d = new View3d(sock, ENGINES.map((v) => ({ canvas: $(`view-${v}`), view: v })),
+  { bar: $(`view-${ENGINES[0]}`).parentElement });
+window.labView3d = view3d;
+const absolute = (c) => (c.follow ? { type: 'camera', azimuth: c.azimuth, elevation: c.elevation, distance: c.distance, follow: true }
+  : { type: 'camera', azimuth: c.azimuth, elevation: c.elevation, distance: c.distance, lookat: c.lookat });
+sock.on('camera', (c) => overlaySock?.send(c.shared ? { type: 'camera', reset: true, follow: true } : absolute(c)));
+sock.on('overlays', (m) => overlaySock?.send({ type: 'overlays', on: m.on }));
+
 let overlaySock = null;
 function setOverlay(on) {
   $('card-overlay').hidden = !on;
   if (on && !overlaySock) {
     overlaySock = new ViewSocket({ path: '/ws?views=overlay', onFrame, onState: (s) => onState(['overlay'], s) });
+    overlaySock.onOpen((s) => {
+      if (view3d.camera && !view3d.camera.shared) s.send(absolute(view3d.camera));
+      if (view3d.on.size) s.send({ type: 'overlays', on: [...view3d.on] });
+    });
   } else if (!on && overlaySock) {
     overlaySock.close();
     overlaySock = null;
@@ -274,5 +290,13 @@ setInterval(() => { if (currentMode === 'walk') pollSteps(); }, 500);
 setInterval(() => { if (currentMode === 'walk') pollWalk(); }, 2000);
 pollSteps();
 pollWalk();
+
+// the keys (static/js/keys.js); the list's button sits by the first engine's view
+installShortcuts([
+  { keys: [' '], label: 'pause / resume both engines', run: () => $('pause').click() },
+  { keys: ['r', 'Backspace'], label: 'reset both engines', run: () => $('reset').click() },
+  ...modeKeys(document.querySelectorAll('#modes button')),
+  ...viewKeys(),
+], { hint: $(`fps-${A}`).parentElement });
 
 window.s2s = { sock, views, charts, stepChart, setOverlay, pollSteps };

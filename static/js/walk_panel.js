@@ -183,7 +183,7 @@ function keyAct(ev) {
     case 'ArrowDown': return 'back';
     case 'ArrowLeft': return ev.shiftKey ? 'left' : 'turn_left';
     case 'ArrowRight': return ev.shiftKey ? 'right' : 'turn_right';
-    case ' ': case 'Spacebar': case 'Escape': return 'stop';
+    case 'Escape': return 'stop'; // Space is the page's pause (keys.js)
     default: return null;
   }
 }
@@ -198,13 +198,10 @@ document.addEventListener('keydown', (ev) => {
   if (ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev)) return;
   const act = keyAct(ev);
   if (!act) return;
-  ev.preventDefault(); // no scrolling, and Space does not also press the focused button
+  ev.preventDefault(); // no scrolling
   if (act === 'stop' && ev.repeat) return;
   pressed(act);
   nudge(act);
-});
-document.addEventListener('keyup', (ev) => { // a button presses itself on Space's keyup
-  if (!typing(ev) && keyAct(ev) === 'stop') ev.preventDefault();
 });
 
 // ---------------------------------------------------------------------------------------------
