@@ -24,6 +24,7 @@ PAGES = (
     ("lab", "Lab", "lab", "/"),
     ("remote", "Remote monitor", "lab", "/remote"),
     ("scans", "Scans", "lab", "/scans"),
+    ("replay", "Replay", "lab", "/replay"),
     ("sim2sim", "Sim2Sim", "sim2sim", "/"),
 )
 

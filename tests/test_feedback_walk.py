@@ -78,6 +78,14 @@ def test_standing_capture_step_catches_a_push_that_ankle_feedback_alone_does_not
     assert not step["fell"] and step["captures"] == 1 and step["steps_completed"] >= 1
 
 
+def test_a_capture_step_lifted_higher_catches_a_forward_push_the_walking_swing_height_does_not(robot):
+    push = {"t_s": 1.0, "fx_n": 58.0, "fy_n": 0.0, "duration_s": 0.1}  # 5.8 N s, above the old 5.39 N s threshold
+    low = run_feedback_walk(robot, vx=0.0, steps=0, params=FeedbackParams(capture_height=0.03), push=push)
+    high = run_feedback_walk(robot, vx=0.0, steps=0, push=push)
+    assert low["fell"] and low["captures"] == 1  # it stepped, but the swing foot scuffed and landed short
+    assert not high["fell"] and high["captures"] == 1
+
+
 def test_command_is_bounded_and_polygon_clamp_projects_onto_the_edge(robot):
     w = FeedbackWalker(robot)
     assert tuple(w.set_command(9.0, -9.0, 9.0)) == (w.params.vx_max, -w.params.vy_max, w.params.yaw_rate_max)

@@ -15,8 +15,14 @@ from tests.conftest import ROOT, SCREENSHOTS, free_port, wait_until
 pytestmark = pytest.mark.e2e
 
 # page -> (service, path); "brand" is the logo link, which goes to the Lab
-PAGES = {"lab": ("lab", "/"), "remote": ("lab", "/remote"), "scans": ("lab", "/scans"), "sim2sim": ("sim2sim", "/")}
-LINKS = {"brand": "lab", "lab": "lab", "remote": "remote", "scans": "scans", "sim2sim": "sim2sim"}
+PAGES = {
+    "lab": ("lab", "/"),
+    "remote": ("lab", "/remote"),
+    "scans": ("lab", "/scans"),
+    "replay": ("lab", "/replay"),
+    "sim2sim": ("sim2sim", "/"),
+}
+LINKS = {"brand": "lab", "lab": "lab", "remote": "remote", "scans": "scans", "replay": "replay", "sim2sim": "sim2sim"}
 
 
 @pytest.fixture(scope="module")

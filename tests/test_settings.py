@@ -102,7 +102,7 @@ def test_each_child_of_app_py_gets_the_same_settings_without_the_token():
 def test_the_nav_links_name_each_page_with_its_services_port():
     s = Settings(lab_port=9001, sim2sim_port=9003)
     lab = {n["page"]: n for n in s.nav("lab")}
-    assert [n["page"] for n in s.nav("lab")] == ["lab", "remote", "scans", "sim2sim"]
+    assert [n["page"] for n in s.nav("lab")] == ["lab", "remote", "scans", "replay", "sim2sim"]
     assert lab["remote"] == {
         "page": "remote", "label": "Remote monitor", "service": "lab", "port": 9001, "path": "/remote", "local": True,
     }  # fmt: skip

@@ -225,6 +225,12 @@ def test_dragging_moves_this_pages_camera_only(browser, lab_server):
         a.mouse.move(cx, cy)
         a.mouse.wheel(0, -300)
         a.wait_for_function(f"window.labView3d.camera.distance < {cam_a['distance'] - 0.05}", timeout=20000)
+        a.evaluate("window.labSocket.on('picked', (m) => { window.__picked = m; })")
+        a.mouse.dblclick(cx, cy)  # the robot is under the middle of the view: centre on the body there
+        a.wait_for_function("window.__picked !== undefined", timeout=20000)
+        picked = a.evaluate("window.__picked")
+        assert picked["body"], "a double-click on the robot picks a body"
+        a.wait_for_function("(b) => window.labView3d.camera.body === b", arg=picked["body_id"], timeout=20000)
         a.click(".v3-reset")
         a.wait_for_function("window.labView3d.camera.shared === true", timeout=20000)
         wait_until(lambda: srv.app.extensions["lab"]["hub"].cameras == 1, 20)

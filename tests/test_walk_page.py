@@ -71,7 +71,7 @@ def test_the_walk_card_renders_with_its_controls_and_a_hint_outside_walk(lab_ser
     no_errors(page)
 
 
-def test_buttons_and_arrow_keys_command_the_walker_and_space_stops_it(lab_server, page):
+def test_buttons_and_arrow_keys_command_the_walker_and_esc_stops_it(lab_server, page):
     set_mode(lab_server, "stand")
     open_lab(lab_server, page)
     assert not walk_state(lab_server)["walking"]

@@ -106,6 +106,7 @@ class RealtimeRunner:
         self._rtf_window = collections.deque(maxlen=64)  # (wall, sim) pairs
         self._latest = None
         self._qpos: dict = {}
+        self.recorder = None  # a lab.record.recorder.Recorder while a recording runs (lab.record.store); else None
         with self._lock:
             for e in self.engines.values():
                 e.clear_divergence()
@@ -130,6 +131,15 @@ class RealtimeRunner:
     def _on_reset(self) -> None:
         """After the engines are back at time 0 (lock held)."""
 
+    def sample_dict(self, sample) -> dict:
+        """A sample of the history (:meth:`_make_sample`) as JSON-able dict (what ``latest`` builds on)."""
+        return sample
+
+    def _note(self, kind: str, **data) -> None:
+        """An event for the recording, when one runs (lock held): a mode, push, gains, pause, reset change."""
+        if self.recorder is not None:
+            self.recorder.event(kind, data)
+
     # ---- control ---------------------------------------------------------------------------------
     def _make_modes(self, name, push: PushParams | None = None) -> dict:
         if isinstance(name, str) and name not in self.modes and name in self.all_modes:
@@ -146,6 +156,7 @@ class RealtimeRunner:
             for n, r in self.rollouts.items():
                 r.set_mode(made[n])
             self.mode_name = name
+            self._note("mode", mode=name, push=dataclasses.asdict(self.push))
 
     def set_push(self, push: dict) -> PushParams:
         """Change the push (force, duration, period, first); a running ``push`` mode restarts with it."""
@@ -156,6 +167,7 @@ class RealtimeRunner:
                 for n, r in self.rollouts.items():
                     r.set_mode(made[n])
             self.push = new_push
+            self._note("push_settings", **dataclasses.asdict(new_push))
             return self.push
 
     def set_gains(self, kp: np.ndarray, kd: np.ndarray) -> PDGains:
@@ -169,6 +181,7 @@ class RealtimeRunner:
                 r.set_gains(gains)
             self.gains = gains
             self.robot.kp, self.robot.kd = kp.copy(), kd.copy()
+            self._note("gains", kp=kp.tolist(), kd=kd.tolist())
             return gains
 
     def set_nominal(self, q: np.ndarray) -> None:
@@ -186,6 +199,7 @@ class RealtimeRunner:
                 raise
             for n, r in self.rollouts.items():
                 r.set_mode(made[n])
+            self._note("nominal", q=q.tolist())
 
     def set_walk(self, command: dict) -> dict:
         """The feedback walker's velocity command ``{"vx", "vy", "yaw_rate"}`` (missing keys keep their
@@ -201,6 +215,7 @@ class RealtimeRunner:
                 now = dict(zip(WALK_COMMAND, r.mode.controller.cmd))
                 now.update(command)
                 held = r.mode.set_command(*(now[k] for k in WALK_COMMAND))
+            self._note("walk", **{k: float(v) for k, v in zip(WALK_COMMAND, held)})
             return dict(zip(WALK_COMMAND, held))
 
     def walk_state(self) -> dict | None:
@@ -228,6 +243,7 @@ class RealtimeRunner:
             q = None
             for r in self.rollouts.values():
                 q = r.mode.set_targets(targets)
+            self._note("pose", q_target=q.tolist())
             return q.copy()
 
     def joint_table(self, name: str | None = None) -> dict:
@@ -261,6 +277,7 @@ class RealtimeRunner:
         """Hold or release every engine; once ``pause(True)`` returns, no further step is taken."""
         with self._lock:
             self.paused = bool(paused)
+            self._note("pause" if self.paused else "resume")
 
     def reset(self) -> None:
         """Every engine back to its start state at time 0 under the current mode; clears an error or divergence."""
@@ -277,6 +294,8 @@ class RealtimeRunner:
             self.history.clear()
             self._rtf_window.clear()
             self._on_reset()
+            if self.recorder is not None:
+                self.recorder.reset()
             self._check_fall()
             self._take_sample()
             self._publish()
@@ -341,6 +360,9 @@ class RealtimeRunner:
             self._thread.join(2.0)
 
     def close(self) -> None:
+        with self._lock:
+            if self.recorder is not None:  # a model switch or the service stopping ends a recording
+                self.recorder.close("the simulation was closed (a model switch or the service stopping)")
         self.stop()
         for e in self.engines.values():
             e.close()
@@ -369,6 +391,8 @@ class RealtimeRunner:
         s = self._make_sample(per)
         self._latest = s
         self.history.append(s)
+        if self.recorder is not None:
+            self.recorder.sample(s)
 
     def _chunk(self, n: int) -> None:
         """``n`` ticks (lock held); an exception or a divergence stops the runner with its reason."""
@@ -380,6 +404,8 @@ class RealtimeRunner:
             for _ in range(n):
                 self._tick()
                 self.steps += 1
+                if self.recorder is not None:  # lab.record: this step's inputs
+                    self.recorder.step()
                 if self.steps % fall_every == 0:
                     self._check_fall()
                 if every and self.steps % every == 0:
@@ -388,6 +414,9 @@ class RealtimeRunner:
             log.exception("simulation stopped at t=%.3f s", self.sim_time)
             self._fail(ERROR, f"{type(exc).__name__}: {exc}", max(t0, self.sim_time))
             return
+        finally:
+            if self.recorder is not None:
+                self.recorder.flush()
         for name, e in self.engines.items():
             reason = e.divergence()
             if reason is not None:
@@ -396,6 +425,7 @@ class RealtimeRunner:
 
     def _fail(self, state: str, error: str, at: float) -> None:
         self._fault = {"state": state, "error": error, "sim_time": round(float(at), 6)}
+        self._note("sim", state=state, error=error)
         log.error("%s: simulation %s at t=%.3f s: %s (reset to recover)", self.service, state, at, error)
 
     def _run(self) -> None:

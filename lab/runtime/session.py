@@ -73,6 +73,7 @@ class SimSession(RealtimeRunner):
             local = d.xmat[body].reshape(3, 3).T @ (np.asarray(point, dtype=float) - d.xpos[body])
             p.start(body, local, target, owner, self.sim_time)
             self._tick = self._perturbed_tick
+            self._note("perturb_start", body=self.perturbation.names[body], point=[float(v) for v in point])
 
     def perturb_move(self, target: np.ndarray, owner) -> bool:
         with self._lock:
@@ -86,6 +87,8 @@ class SimSession(RealtimeRunner):
         event = self.perturbation.end(self.sim_time, owner, why)
         if not self.perturbation.active:
             self._tick = self.rollout.step
+        if event is not None:
+            self._note("perturb", **{k: v for k, v in event.items() if k != "kind"})
         return event
 
     @property
@@ -103,6 +106,9 @@ class SimSession(RealtimeRunner):
 
     def _make_sample(self, metrics: dict):
         return metrics[self.engine.name], self.rollouts[self.engine.name].command.extras
+
+    def sample_dict(self, sample) -> dict:
+        return _as_dict(sample)
 
     def latest(self) -> dict:
         m = _as_dict(self._latest)

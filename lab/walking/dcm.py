@@ -26,7 +26,9 @@ innermost loop at the physics rate.
    landed. At the end of a double support the foot that just landed carries next, unless the DCM stayed
    on the other foot's side: then the unloaded foot steps again.
 5. **Standing** the walker holds the DCM over the feet by the same ZMP feedback; with ``capture_step`` it
-   steps when the DCM leaves ``capture_at`` of the feet's polygon (the foot nearer the DCM carries).
+   steps when the DCM leaves ``capture_at`` of the feet's polygon (the foot nearer the DCM carries). Until it
+   stands again its swing foot lifts ``capture_height`` and is solved from the measured pelvis pose: the
+   push tips the stance foot over its edge, and a low swing foot scuffs the floor and lands short.
 6. **Posture.** The commanded pelvis orientation feeds back the measured tilt (``k_tilt``); beyond
    ``swing_measured_deg`` of tilt the swing leg is solved from the measured pelvis pose, so the foot lands
    where it was sent.
@@ -96,6 +98,7 @@ class FeedbackParams:
     same_foot_at: float = 0.02  # ... by more than this from the feet's midline at the end of double support [m]
     capture_step: bool = True  # standing, step when the DCM leaves the feet (else ankle/CoM feedback only)
     capture_at: float = 0.8  # ... leaves this share of the feet's polygon [-]
+    capture_height: float = 0.05  # swing apex of capture steps [m]; their swing leg is solved from the measured pelvis
     dt: float = 0.01  # control tick [s]
     ik: IKConfig = field(default_factory=lambda: IKConfig(max_iters=15))
 
@@ -251,6 +254,7 @@ class FeedbackWalker:
         self.nominal: Foot | None = None  # ... before adjustment
         self.xi_int = np.zeros(2)
         self.captures = 0  # capture steps taken from standing
+        self.capturing = False  # stepping to recover from standing (until it stands again)
         self.repeats = 0  # steps taken twice in a row by the same foot (the DCM beyond it)
         self.deficit = np.zeros(3)  # commanded minus walked distance (x, y [m], yaw [rad]) in the walking frame
         self.speed_trim = np.zeros(3)  # added to the commanded speed so that the feet realise it [m/s]
@@ -454,6 +458,7 @@ class FeedbackWalker:
                 self.nominal = self._next_foothold(self.support, self.feet[self.support], self.cmd)
                 self.target = self.nominal.copy()
                 self.captures += 1
+                self.capturing = True
                 self._begin_ss()
             elif self.moving:
                 self.support = self._first_support()
@@ -505,6 +510,7 @@ class FeedbackWalker:
                 both = hull(np.vstack([self.sole_polygon(self.feet[0]), self.sole_polygon(self.feet[1])]))
                 if not self.moving and self._closed() and not clamp_to_polygon(xi, both)[1]:
                     self.phase, self.t_phase, self.support = "stand", 0.0, -1
+                    self.capturing = False
                 else:
                     if p.same_foot and self._toward(xi, new_support) < -p.same_foot_at:
                         new_support = (
@@ -525,6 +531,7 @@ class FeedbackWalker:
     def _begin_ss(self) -> None:
         self.phase, self.t_phase = "ss", 0.0
         self.ss_left, self.swing_s, self.retimed = self.params.ss, 0.0, False
+        self.capturing = self.capturing and not self.moving  # a velocity command ends the recovery
         self._short_ticks = 0
         self.swing_from = self.feet[1 - self.support].copy()
 
@@ -554,7 +561,7 @@ class FeedbackWalker:
                 a, b = self.swing_from, self.target
                 xy = a.xy + h * (b.xy - a.xy)
                 yaw = a.yaw + h * wrap(b.yaw - a.yaw)
-                z = self.ground + p.step_height * math.sin(math.pi * s)
+                z = self.ground + (p.capture_height if self.capturing else p.step_height) * math.sin(math.pi * s)
                 out.append((np.array([xy[0], xy[1], z]), yaw))
             else:
                 out.append((np.array([f.xy[0], f.xy[1], z]), f.yaw))
@@ -613,9 +620,9 @@ class FeedbackWalker:
                 break
             pelvis[:2] += target - model_com
         self._pelvis, self._pelvis_com = pelvis, model_com
-        if (
-            self.phase == "ss" and self._tilt() > self.params.swing_measured_deg
-        ):  # tilted: the swing foot to its world target from where the pelvis is
+        if self.phase == "ss" and (
+            self.capturing or self._tilt() > self.params.swing_measured_deg
+        ):  # tilted (or catching a push): the swing foot to its world target from where the pelvis is
             sw = 1 - self.support
             leg = self.legs[sw]
             self.ik.set_pelvis(*self._base)

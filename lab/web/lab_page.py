@@ -6,7 +6,7 @@ from flask import Blueprint, current_app, jsonify, render_template
 
 from lab.render.overlays import OVERLAYS
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
-from lab.web import messages, models_api, parity_api, robot_api, signals, walk_api
+from lab.web import messages, models_api, parity_api, recordings_api, replay_page, robot_api, signals, walk_api
 from lab.web.common import json_body, require_token
 from lab.web.control_api import control_blueprint, push_dict
 from lab.web.server import on_stop
@@ -74,6 +74,8 @@ def init_app(app, sock, robot, session, fps=60.0, width=640, height=480, preset=
         walk_api.walk_blueprint("lab", lambda: app.extensions["lab"]["session"])
     )  # GET/POST /api/walk
     signals.init_app(app)  # GET /api/signals, {"type": "signals"} on WS /ws
+    recordings_api.init_app(app, "lab", lambda: app.extensions["lab"]["session"])  # /api/recordings (lab/record)
+    replay_page.init_app(app, width, height, lambda: app.extensions["lab"]["source"].preset)  # /replay, exports
 
     @sock.route("/ws")
     def ws(ws):

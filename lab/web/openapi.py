@@ -78,9 +78,11 @@ ERROR_STATUSES = {
     405: "method not allowed on this path",
     409: "conflict with the current state",
     413: "request body too large",
+    429: "too much at once: exports waiting or replay views open (the message says which)",
     415: "unsupported media type: send Content-Type: application/json",
     502: "the state server cannot be reached",
     503: "the service is stopping",
+    507: "the results folder cannot be written (permissions, disk full)",
 }
 RESPONSE_NAMES = {
     400: "BadRequest",
@@ -90,9 +92,11 @@ RESPONSE_NAMES = {
     405: "MethodNotAllowed",
     409: "Conflict",
     413: "PayloadTooLarge",
+    429: "TooManyRequests",
     415: "UnsupportedMediaType",
     502: "BadGateway",
     503: "Unavailable",
+    507: "InsufficientStorage",
 }
 
 
@@ -398,6 +402,10 @@ def lab_spec(modes: list, remote: bool = True, scans: bool = True, app=None) -> 
         paths.update(_models_paths(comps, "lab"))
     if app is None or "signals" in app.blueprints:
         paths.update(_signals_paths())  # GET /api/signals
+    if app is None or "recordings" in app.blueprints:
+        paths.update(_recordings_paths(comps, "lab"))  # /api/recordings (lab/web/recordings_api.py)
+    if app is None or "replay" in app.blueprints:
+        paths.update(_replay_paths(comps))  # /replay, timeline, state, exports (lab/web/replay_page.py)
     ws = {"/ws": "frames (binary JPEG after a text header), metrics at 25 Hz, status (lab/web/messages.py)"}
     if app is None or "signals" in app.blueprints:
         ws["/ws"] += (
@@ -407,6 +415,12 @@ def lab_spec(modes: list, remote: bool = True, scans: bool = True, app=None) -> 
         )
     if remote:
         ws["/ws/remote"] = "frames of the remote robot and the monitor status at 10 Hz"
+    if app is None or "replay" in app.blueprints:
+        ws["/ws/replay?id=ID"] = (
+            "frames of a recording at this viewer's cursor (a header's sim_time: the recording time shown), the"
+            ' cursor {t, playing, speed, duration_s, seek_ms} as metrics at 20 Hz; {"type": "replay", "t"?,'
+            ' "playing"?, "speed"? (0.1..4), "step"? (frames)} moves it (answered cursor); camera, overlays, pick'
+        )
     return _spec("lab", paths, comps, ws)
 
 
@@ -462,6 +476,7 @@ def sim2sim_spec(modes: list) -> dict:
     paths.update(_parity_paths("sim2sim"))  # GET /api/parity
     paths.update(_sim2sim_walk_paths())  # GET/POST /api/walk, GET /api/steps
     paths.update(_models_paths(comps, "sim2sim"))
+    paths.update(_recordings_paths(comps, "sim2sim"))  # /api/recordings (lab/web/recordings_api.py)
     ws = {"/ws?views=mujoco,pybullet[,overlay]": "frames tagged by view, metrics at 25 Hz; unknown view -> error"}
     return _spec("sim2sim", paths, comps, ws)
 
@@ -1485,4 +1500,225 @@ def _signals_paths() -> dict:
         "/api/signals": {
             "get": op("the signal catalog: groups, names, units", _json_ok(catalog), op_id="lab_signals", tags=["lab"])
         }
+    }
+
+
+def _recordings_paths(comps: dict, service: str) -> dict:
+    """``/api/recordings`` (lab/web/recordings_api.py, lab/record/store.py): record the run to MCAP files."""
+    from lab.record.store import LABEL_MAX, MAX_MB_RANGE, MAX_S_RANGE
+
+    t = [service]
+    comps["schemas"]["Recording"] = obj(
+        {
+            "id": STR,
+            "service": STR_N,
+            "label": STR_N,
+            "started": STR_N,
+            "file": STR,
+            "duration_s": NUM,
+            "bytes": INT,
+            "state": {"type": "string", "enum": ["recording", "done", "failed"]},
+            "reason": STR_N,
+        },
+        required=["id", "duration_s", "bytes", "state", "reason"],
+    )
+    rec = ref("Recording")
+    start = obj(
+        {
+            "max_s": rng(*MAX_S_RANGE, description="s of recording time (default 600)"),
+            "max_mb": rng(*MAX_MB_RANGE, description="MB of file (default 500)"),
+            "label": {"type": "string", "maxLength": LABEL_MAX},
+        },
+        required=[],
+        extra=False,
+    )
+    rid = [{"name": "rid", "in": "path", "required": True, "schema": STR}]
+    mcap = {
+        "description": "the MCAP file",
+        "content": {"application/octet-stream": {"schema": {**STR, "format": "binary"}}},
+    }
+    return {
+        "/api/recordings": {
+            "get": op(
+                "every recording, newest first",
+                _json_ok(obj({"recordings": arr(rec)})),
+                op_id=f"{service}_recordings",
+                tags=t,
+            ),
+            "post": op(
+                "start recording the simulation to <results>/recordings/<id>.mcap (one at a time)",
+                {**_json_ok(rec, "recording", 201), **_errors(400, 409, 507)},
+                body=_body(start, required=False),
+                token=True,
+                post=True,
+                op_id=f"{service}_recording_start",
+                tags=t,
+            ),
+        },
+        "/api/recordings/{rid}": {
+            "get": op(
+                "one recording", {**_json_ok(rec), **_errors(404)}, params=rid, op_id=f"{service}_recording", tags=t
+            ),
+            "delete": op(
+                "remove a finished recording",
+                {**_json_ok(obj({"deleted": STR})), **_errors(404, 409)},
+                params=rid,
+                token=True,
+                op_id=f"{service}_recording_delete",
+                tags=t,
+            ),
+        },
+        "/api/recordings/{rid}/stop": {
+            "post": op(
+                "stop recording and finish the file (a finished recording is left as it is)",
+                {**_json_ok(rec), **_errors(404)},
+                params=rid,
+                token=True,
+                post=True,
+                op_id=f"{service}_recording_stop",
+                tags=t,
+            )
+        },
+        "/api/recordings/{rid}/file": {
+            "get": op(
+                "download the .mcap (409 while it is being written)",
+                {"200": mcap, **_errors(404, 409)},
+                params=rid,
+                op_id=f"{service}_recording_file",
+                tags=t,
+            )
+        },
+    }
+
+
+def _replay_paths(comps: dict) -> dict:
+    """The replay page and its API (lab/web/replay_page.py): timeline, exact state, exports (lab/record/export.py)."""
+    from lab.record.export import FIELDS, FORMATS, LIMITS, MAX_FRAMES
+    from lab.record.player import REPLAY_OVERLAYS
+
+    t = ["replay"]
+    rid = [{"name": "rid", "in": "path", "required": True, "schema": STR}]
+    job_id = [{"name": "job", "in": "path", "required": True, "schema": STR}]
+    event = obj({"t": NUM, "kind": STR, "data": OBJ, "count": INT, "last_t": NUM_N}, required=["t", "kind"])
+    timeline = obj(
+        {
+            "id": STR,
+            "label": STR_N,
+            "service": STR_N,
+            "duration_s": NUM,
+            "dt": {**NUM, "description": "physics step [s]"},
+            "frame_dt": {**NUM, "description": "one frame of the page's step buttons: the sample period [s]"},
+            "exact": BOOL,
+            "series": obj(
+                {"t": arr(NUM), "pelvis_z": arr(NUM_N), "pitch_deg": arr(NUM_N), "max_joint_err": arr(NUM_N)}
+            ),
+            "events": arr(event),
+        }
+    )
+    state = obj({"id": STR, "t": NUM, "k": INT, "sim_time": NUM, "qpos": arr(NUM), "seek_ms": NUM})
+    size = {k: {"type": "integer", "minimum": lo, "maximum": hi} for k, (lo, hi) in LIMITS.items()}
+    for k in ("width", "height"):
+        size[k]["multipleOf"] = 2
+    request = obj(
+        {
+            "t0": {**NUM, "minimum": 0, "description": "start [s of recording time] (default 0)"},
+            "t1": {**NUM, "minimum": 0, "description": "end [s], after t0, inside the recording (default t0 + 5)"},
+            "format": {"type": "string", "enum": list(FORMATS)},
+            **size,
+            "overlays": arr({"type": "string", "enum": list(REPLAY_OVERLAYS)}),
+            "stamp": {**BOOL, "description": "the recording time in the top left corner (default true)"},
+        },
+        required=[],
+        extra=False,
+    )
+    request["description"] = (
+        f"round((t1 - t0) * fps) frames, at most {MAX_FRAMES['mp4']} (MP4) or {MAX_FRAMES['gif']} (GIF,"
+        " at most 640x480); fields: " + ", ".join(FIELDS)
+    )
+    comps["schemas"]["ExportJob"] = obj(
+        {
+            "job": STR,
+            "recording": STR,
+            "state": {"type": "string", "enum": ["queued", "running", "done", "failed"]},
+            "progress": rng(0, 1),
+            "frames": INT,
+            "frames_done": INT,
+            "t0": NUM,
+            "t1": NUM,
+            "format": {"type": "string", "enum": list(FORMATS)},
+            "width": INT,
+            "height": INT,
+            "fps": INT,
+            "overlays": arr(STR),
+            "stamp": BOOL,
+            "codec": {**STR_N, "description": "libx264 (H.264), mpeg4 where PyAV has no H.264 encoder, or gif"},
+            "bytes": INT_N,
+            "error": STR_N,
+            "seconds": NUM_N,
+            "file": {**STR_N, "description": "GET it once done"},
+        }
+    )
+    job = ref("ExportJob")
+    video = {
+        "description": "the video",
+        "content": {m: {"schema": {**STR, "format": "binary"}} for m in ("video/mp4", "image/gif")},
+    }
+    return {
+        "/replay": {
+            "get": op(
+                "the replay page (the newest finished recording without id)",
+                {"200": {"description": "the page", "content": {"text/html": {"schema": STR}}}},
+                params=[{"name": "id", "in": "query", "required": False, "schema": STR}],
+                op_id="replay_page",
+                tags=["pages"],
+            )
+        },
+        "/api/recordings/{rid}/timeline": {
+            "get": op(
+                "duration, frame step, the /metrics series the charts draw, and the events",
+                {**_json_ok(timeline), **_errors(404, 409)},
+                params=rid,
+                op_id="replay_timeline",
+                tags=t,
+            )
+        },
+        "/api/recordings/{rid}/state": {
+            "get": op(
+                "the exact recorded qpos at recording time t (clamped to the recording)",
+                {**_json_ok(state), **_errors(400, 404, 409)},
+                params=rid + [{"name": "t", "in": "query", "required": False, "description": "[s]", "schema": NUM}],
+                op_id="replay_state",
+                tags=t,
+            )
+        },
+        "/api/recordings/{rid}/export": {
+            "post": op(
+                "render a time range to MP4 (H.264) or GIF in the background; the job (poll GET /api/exports/{job})",
+                {**_json_ok(job, "queued", 202), **_errors(400, 404, 409, 429)},
+                body=_body(request, required=False),
+                params=rid,
+                token=True,
+                post=True,
+                op_id="replay_export",
+                tags=t,
+            )
+        },
+        "/api/exports/{job}": {
+            "get": op(
+                "an export's progress",
+                {**_json_ok(job), **_errors(404)},
+                params=job_id,
+                op_id="replay_export_job",
+                tags=t,
+            )
+        },
+        "/api/exports/{job}/file": {
+            "get": op(
+                "the exported video (409 until it is done, or when it failed)",
+                {"200": video, **_errors(404, 409)},
+                params=job_id,
+                op_id="replay_export_file",
+                tags=t,
+            )
+        },
     }

@@ -28,7 +28,16 @@ from lab.errors import LabError
 from lab.render.overlays import OVERLAYS
 from lab.render.renderer import PRESETS, Renderer, check_preset, default_preset, gl_info
 from lab.settings import Settings
-from lab.web import make_flask, messages, models_api, parity_api, settings_for, use_settings, walk_api
+from lab.web import (
+    make_flask,
+    messages,
+    models_api,
+    parity_api,
+    recordings_api,
+    settings_for,
+    use_settings,
+    walk_api,
+)
 from lab.web.common import json_body, require_token
 from lab.web.control_api import control_blueprint, push_dict
 from lab.web.server import on_stop
@@ -136,6 +145,7 @@ def init_app(app, sock, lockstep, fps=30.0, width=640, height=480, preset=None):
     models_api.init_app(app, "sim2sim")
     # GET/POST /api/walk: the feedback walker's velocity command, both engines at once
     app.register_blueprint(walk_api.walk_blueprint("sim2sim", lambda: app.extensions["sim2sim"]["lockstep"]))
+    recordings_api.init_app(app, "sim2sim", lambda: app.extensions["sim2sim"]["lockstep"])  # /api/recordings
     app.register_blueprint(
         control_blueprint(
             "sim2sim", lambda: app.extensions["sim2sim"]["lockstep"], status_dict, metrics_sample, tuple(lockstep.modes)

@@ -3,6 +3,7 @@ import { StreamSocket, FrameView } from './socket.js';
 import { StripChart } from './plots.js';
 import { $, act, api, fmt, showSim } from './util.js';
 import './signals.js'; // any signal: picker and live chart (templates/_signals.html)
+import './record.js'; // the record button and the recordings (templates/_record.html)
 import { installShortcuts, modeKeys, viewKeys } from './keys.js';
 import { View3d } from './view3d.js';
 

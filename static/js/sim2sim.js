@@ -6,6 +6,7 @@ import { View3d } from './view3d.js';
 import { StripChart } from './plots.js';
 import { $, act, api, fmt, showSim } from './util.js';
 import { installShortcuts, modeKeys, viewKeys } from './keys.js';
+import './record.js'; // the record button and the recordings (templates/_record.html)
 
 const ENGINES = $('views').dataset.engines.split(',');
 const [A, B] = ENGINES;

@@ -1,0 +1,105 @@
+"""Exporting a time range of a real recording over HTTP (lab/record/export.py, lab/web/replay_page.py): the
+MP4 and GIF decode (PyAV, Pillow) to duration x fps frames of the asked size; bad requests say why."""
+
+import io
+
+import pytest
+import requests
+
+from lab.record.store import Recordings
+from lab.runtime.session import SimSession
+from tests.conftest import free_port, wait_until
+
+
+@pytest.fixture(scope="module")
+def lab(robot, tmp_path_factory):
+    """The Lab over a results folder holding one 2 s recording of the squat mode, made offline."""
+    from lab.web import create_lab_app
+    from lab.web.server import ServerThread
+
+    results = tmp_path_factory.mktemp("export")
+    s = SimSession(robot, mode="squat")
+    store = Recordings(results / "recordings", "lab")
+    info = store.start(s, label="export test")
+    s.advance(2.0)
+    store.stop(info["id"])
+    app = create_lab_app(remote_url=f"http://127.0.0.1:{free_port()}", results_dir=results, start=False)
+    with ServerThread(app) as srv:
+        yield srv.url, info["id"]
+
+
+def export(base: str, rid: str, body: dict) -> bytes:
+    r = requests.post(f"{base}/api/recordings/{rid}/export", json=body, timeout=10)
+    assert r.status_code == 202, r.text
+    job = r.json()["job"]
+    info = wait_until(
+        lambda: (j := requests.get(f"{base}/api/exports/{job}", timeout=5).json())["state"] in ("done", "failed") and j,
+        60,
+        0.2,
+    )
+    assert info["state"] == "done", info
+    assert info["frames_done"] == info["frames"] and info["progress"] == 1.0
+    f = requests.get(base + info["file"], timeout=10)
+    assert f.status_code == 200
+    return f.content
+
+
+def test_one_second_exports_to_mp4_with_fps_frames_of_the_asked_size(lab):
+    import av
+
+    base, rid = lab
+    data = export(base, rid, {"t0": 0.5, "t1": 1.5, "format": "mp4", "width": 320, "height": 240, "fps": 12})
+    with av.open(io.BytesIO(data)) as box:
+        stream = box.streams.video[0]
+        frames = list(box.decode(stream))
+        assert stream.codec_context.name in ("h264", "mpeg4")
+    assert len(frames) == 12
+    assert (frames[0].width, frames[0].height) == (320, 240)
+
+
+def test_one_second_exports_to_gif_with_fps_frames_of_the_asked_size(lab):
+    from PIL import Image
+
+    base, rid = lab
+    data = export(
+        base,
+        rid,
+        {
+            "t0": 1.0,
+            "t1": 2.0,
+            "format": "gif",
+            "width": 160,
+            "height": 120,
+            "fps": 10,
+            "overlays": ["com", "contacts"],
+        },
+    )
+    img = Image.open(io.BytesIO(data))
+    assert img.n_frames == 10 and img.size == (160, 120)
+
+
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        ({"t0": 1.5, "t1": 1.0}, "is not inside the recording"),
+        ({"t0": 0, "t1": 9}, "is not inside the recording"),
+        ({"format": "avi"}, "format must be mp4 or gif"),
+        ({"width": 641}, "width 641 is outside [64, 1920], even"),
+        ({"fps": 0}, "fps 0 is outside [1, 60]"),
+        ({"t1": 2, "fps": 60, "format": "gif", "width": 640, "height": 480, "stamp": "yes"}, "stamp must be"),
+        ({"overlays": ["dcm"]}, "overlays must be a list of overlay names"),
+        ({"speed": 2}, "unknown field(s): speed"),
+    ],
+)
+def test_a_bad_export_request_is_a_400_that_says_why(lab, body, words):
+    base, rid = lab
+    r = requests.post(f"{base}/api/recordings/{rid}/export", json=body, timeout=10)
+    assert r.status_code == 400 and words in r.json()["error"] and r.json()["hint"], r.text
+
+
+def test_an_unknown_export_or_recording_is_a_404(lab):
+    base, _ = lab
+    assert requests.get(f"{base}/api/exports/0123456789ab", timeout=5).status_code == 404
+    assert requests.get(f"{base}/api/exports/nope/file", timeout=5).status_code == 404
+    r = requests.post(f"{base}/api/recordings/20000101-000000-abcd/export", json={}, timeout=5)
+    assert r.status_code == 404 and r.json()["hint"]
