@@ -65,6 +65,21 @@ def s2s():
         yield srv
 
 
+def record_offline(robot, results: Path, mode: str, seconds: float, label: str) -> str:
+    """A recording of ``seconds`` [s] of ``mode``, made offline (``SimSession.advance``) into
+    ``results/recordings``; its id."""
+    from lab.record.store import Recordings
+    from lab.runtime.session import SimSession
+
+    s = SimSession(robot, mode=mode)
+    store = Recordings(results / "recordings", "lab")
+    info = store.start(s, label=label)
+    s.advance(seconds)
+    store.stop(info["id"])
+    s.close()
+    return info["id"]
+
+
 def srv_get(base: str, path: str) -> dict:
     import requests
 

@@ -6,9 +6,7 @@ import io
 import pytest
 import requests
 
-from lab.record.store import Recordings
-from lab.runtime.session import SimSession
-from tests.conftest import free_port, wait_until
+from tests.conftest import free_port, record_offline, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -18,14 +16,10 @@ def lab(robot, tmp_path_factory):
     from lab.web.server import ServerThread
 
     results = tmp_path_factory.mktemp("export")
-    s = SimSession(robot, mode="squat")
-    store = Recordings(results / "recordings", "lab")
-    info = store.start(s, label="export test")
-    s.advance(2.0)
-    store.stop(info["id"])
+    rid = record_offline(robot, results, "squat", 2.0, "export test")
     app = create_lab_app(remote_url=f"http://127.0.0.1:{free_port()}", results_dir=results, start=False)
     with ServerThread(app) as srv:
-        yield srv.url, info["id"]
+        yield srv.url, rid
 
 
 def export(base: str, rid: str, body: dict) -> bytes:

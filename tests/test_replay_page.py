@@ -9,9 +9,7 @@ import pytest
 import requests
 
 from lab.record import open_recording
-from lab.record.store import Recordings
-from lab.runtime.session import SimSession
-from tests.conftest import SCREENSHOTS, WsClient, free_port, wait_until
+from tests.conftest import SCREENSHOTS, WsClient, free_port, record_offline, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -20,12 +18,7 @@ pytestmark = pytest.mark.e2e
 def recorded(robot, tmp_path_factory):
     """A results folder with one 3 s recording of the push mode (its first push at 1 s), made offline."""
     results = tmp_path_factory.mktemp("replay")
-    s = SimSession(robot, mode="push")
-    store = Recordings(results / "recordings", "lab")
-    info = store.start(s, label="replay test")
-    s.advance(3.0)
-    store.stop(info["id"])
-    return results, info["id"]
+    return results, record_offline(robot, results, "push", 3.0, "replay test")
 
 
 @pytest.fixture(scope="module")
