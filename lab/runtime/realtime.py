@@ -30,6 +30,7 @@ from lab.control.pd import PDGains
 from lab.control.rollout import Rollout
 from lab.errors import LabError
 from lab.robots.model import Robot
+from lab.runtime import overlay_state
 from lab.sim.engine import quat_pitch_deg, quat_roll_deg
 
 log = logging.getLogger("lab.runtime")
@@ -328,8 +329,6 @@ class RealtimeRunner:
         """``(qpos (nq,), sim_time, overlay state or None)`` of engine ``name`` (default: the first) as of
         the last chunk, copies; with ``overlays`` the state the scene overlays draw from
         (:func:`lab.runtime.overlay_state.capture`), read in the same hold of the lock."""
-        from lab.runtime import overlay_state
-
         name = name or self.names[0]
         with self._lock:
             q, t = self._qpos[name]

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from lab.errors import LabError
+from lab.render.camera import ViewCamera
 from lab.render.jpeg import encode_jpeg
 from lab.web import messages
 from lab.web.common import parse_json
@@ -112,8 +113,6 @@ class FrameHub:
         None: the shared default camera) with ``overlays``, and return it: the existing one when another
         client has the same camera, else a new one (starting where ``like``'s camera looks now). A 429
         :class:`LabError` past :data:`MAX_CHANNELS` cameras (nothing changes)."""
-        from lab.render.camera import ViewCamera
-
         key = (None if camera_spec is None else camera_spec.key(), frozenset(overlays))
         with self._lock:
             ch = self._channels.get(key)
