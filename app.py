@@ -4,6 +4,8 @@
     python app.py lab [--model PATH] [--remote-url URL] [--results DIR]
     python app.py sim2sim [--model URDF]
     python app.py state-server [--model PATH] [--allow-actuator NAME ...] [--mode stand|zero]
+    python app.py policy-server [--model PATH] [--port 8768] [--cycles N]
+    python app.py mcp [--state-url URL] [--audit FILE]     # MCP server (stdio) for agents; token in LAB_TOKEN
 
 Every sub-command takes --host (default 127.0.0.1), --port (its own) and --model, and the ports
 of the other services (--lab-port, --state-port, --sim2sim-port: the pages link to them, the
@@ -90,6 +92,26 @@ def parse(argv):
         default="stand",
         help="Lab mode the server runs (default stand; zero: the seed's case)",
     )
+    pol = sub.add_parser("policy-server", help="the stateless policy server on :8768 (POST /predict)")
+    _common(pol, None)
+    pol.add_argument("--port", dest="policy_port", type=int, default=8768, help="this service's port (default 8768)")
+    pol.add_argument("--cycles", type=int, default=1, help="squat cycles the built-in policy drives, then stand")
+    mcp_p = sub.add_parser(
+        "mcp",
+        help="the MCP server (stdio) for agents, in front of a state server's runtime",
+        description="MCP server over stdio (an MCP client starts it): the state server's remote-control runtime as "
+        "tools. Read-only tools are open; motion tools need arm_motion; estop is never gated; clear_estop needs "
+        "confirm=true. The state server's token, if it has one, comes from LAB_TOKEN (never the command line).",
+    )
+    mcp_p.add_argument(
+        "--state-url",
+        default=f"http://127.0.0.1:{DEFAULT_PORTS['state']}",
+        metavar="URL",
+        help="the state server (default %(default)s)",
+    )
+    mcp_p.add_argument(
+        "--audit", default=None, metavar="FILE", help="also append the audit log to this JSON-lines file"
+    )
     allp = sub.add_parser("all", help="all three services (the default)")
     _common(allp, None)
     _lab_options(allp)
@@ -171,6 +193,25 @@ def run_state_server(args) -> None:
     serve(create_state_app(settings), settings.host, settings.state_port, "state-server")
 
 
+def run_policy_server(args) -> None:
+    from lab.remote.policy import TaskParams
+    from lab.web.policy_server import create_policy_app
+    from lab.web.server import check_bind, serve
+
+    settings = settings_from_args(args)
+    check_bind(settings.host, settings.token)
+    app = create_policy_app(settings.model, TaskParams(cycles=args.cycles), settings.token)
+    serve(app, settings.host, args.policy_port, "policy-server")
+
+
+def run_mcp(args) -> None:
+    """The MCP server on stdin/stdout until the client closes it (nothing else may write to stdout)."""
+    from lab.remote.mcp_server import RuntimeTools, make_server
+
+    audit = Path(args.audit).expanduser() if args.audit else None
+    make_server(RuntimeTools(args.state_url, os.environ.get("LAB_TOKEN"), audit)).run("stdio")
+
+
 def run_all(args) -> int:
     """Each service in its own process (each has its own physics and render threads); Ctrl+C stops all."""
     from lab.web.server import check_bind
@@ -237,6 +278,10 @@ def main(argv=None) -> int:
             run_sim2sim(args)
         elif args.cmd == "state-server":
             run_state_server(args)
+        elif args.cmd == "policy-server":
+            run_policy_server(args)
+        elif args.cmd == "mcp":
+            run_mcp(args)
         else:
             return run_all(args)
     except LabError as exc:

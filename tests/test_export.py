@@ -97,3 +97,25 @@ def test_an_unknown_export_or_recording_is_a_404(lab):
     assert requests.get(f"{base}/api/exports/nope/file", timeout=5).status_code == 404
     r = requests.post(f"{base}/api/recordings/20000101-000000-abcd/export", json={}, timeout=5)
     assert r.status_code == 404 and r.json()["hint"]
+
+
+def test_an_export_is_cancelled_while_it_runs_and_a_finished_one_is_removed(lab):
+    base, rid = lab
+    body = {"t0": 0, "t1": 2, "format": "mp4", "width": 640, "height": 480, "fps": 60}  # 120 frames
+    job = requests.post(f"{base}/api/recordings/{rid}/export", json=body, timeout=10).json()["job"]
+    wait_until(lambda: requests.get(f"{base}/api/exports/{job}", timeout=5).json()["frames_done"] > 0, 60, 0.05)
+    r = requests.delete(f"{base}/api/exports/{job}", timeout=30)
+    assert r.status_code == 200, r.text
+    info = r.json()
+    assert info["state"] == "cancelled" and info["error"] == "cancelled while it ran"
+    assert 0 < info["frames_done"] < info["frames"] and info["file"] is None
+    f = requests.get(f"{base}/api/exports/{job}/file", timeout=5)
+    assert f.status_code == 409 and "cancelled while it ran" in f.json()["error"]
+    # a finished job: DELETE removes it and its file
+    small = {"t0": 0, "t1": 0.5, "format": "gif", "width": 64, "height": 64, "fps": 4}
+    done = requests.post(f"{base}/api/recordings/{rid}/export", json=small, timeout=10).json()["job"]
+    wait_until(lambda: requests.get(f"{base}/api/exports/{done}", timeout=5).json()["state"] == "done", 60, 0.1)
+    gone = requests.delete(f"{base}/api/exports/{done}", timeout=10).json()
+    assert gone["deleted"] and gone["state"] == "done"
+    assert requests.get(f"{base}/api/exports/{done}/file", timeout=5).status_code == 404
+    assert requests.delete(f"{base}/api/exports/{done}", timeout=5).status_code == 404

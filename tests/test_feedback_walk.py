@@ -64,6 +64,17 @@ def test_a_lateral_push_that_saturates_the_zmp_moves_the_next_footstep(robot):
     assert pushed["saturated_fraction"] > calm["saturated_fraction"]
 
 
+def test_the_hip_strategy_catches_a_push_toward_the_stance_foot_that_the_ankles_alone_do_not(robot):
+    # 27 N for 0.1 s to the left just as the left foot's single support begins (3 s of walking at 0.15 m/s):
+    # the DCM goes over the stance foot's outer edge, where no step inside the reach box can catch it
+    push = {"t_s": 4.0, "fx_n": 0.0, "fy_n": 27.0, "duration_s": 0.1}
+    kw = {"vx": 0.15, "steps": 14, "push": push, "stand_s": 1.0, "settle_s": 7.1, "max_s": 7.1}
+    ankles = run_feedback_walk(robot, params=FeedbackParams(hip_gain=0.0), **kw)
+    hip = run_feedback_walk(robot, **kw)
+    assert ankles["fell"]
+    assert not hip["fell"] and hip["max_roll_deg"] > 10.0  # it leaned into the push and walked on
+
+
 def test_pybullet_walks_20_steps_with_the_same_walker(robot):
     s = run_feedback_walk(robot, engine="pybullet", vx=0.15, steps=20)
     assert s["engine"] == "pybullet"

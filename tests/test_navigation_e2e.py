@@ -5,6 +5,7 @@ state server on the port it was given."""
 import signal
 import subprocess
 import sys
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -55,19 +56,37 @@ def where(page) -> dict:
     )
 
 
-@pytest.mark.parametrize("start", list(PAGES))
-def test_every_navigation_link_lands_on_its_page_on_the_port_given_on_the_command_line(services, page, start):
-    page.goto(url(services, start))
-    page.wait_for_load_state("load")
-    found = page.eval_on_selector_all("header a[data-nav]", "els => els.map((a) => a.dataset.nav)")
-    assert sorted(found) == sorted(LINKS), found
-    assert where(page)["active"] == start  # the page says where you are
-    for link, target in LINKS.items():
+# A tour that clicks every link once and leaves every page once: (from page, link clicked)
+TOUR = [
+    ("lab", "remote"),
+    ("remote", "scans"),
+    ("scans", "replay"),
+    ("replay", "sim2sim"),
+    ("sim2sim", "brand"),
+    ("lab", "lab"),
+]
+
+
+def test_every_navigation_link_lands_on_its_page_on_the_port_given_on_the_command_line(services, page):
+    for start in PAGES:  # every page links every page, on the port that service was given
         page.goto(url(services, start))
+        page.wait_for_load_state("load")
+        assert where(page)["active"] == start  # the page says where you are
+        hrefs = page.eval_on_selector_all("header a[data-nav]", "els => els.map((a) => [a.dataset.nav, a.href])")
+        assert sorted(n for n, _ in hrefs) == sorted(LINKS), hrefs
+        for link, href in hrefs:
+            target = urlsplit(href)
+            svc, path = PAGES[LINKS[link]]
+            assert (target.port, target.path) == (services[svc], path), f"{start}: the '{link}' link is {href}"
+    assert {start for start, _ in TOUR} == set(PAGES) and {link for _, link in TOUR} == set(LINKS)
+    page.goto(url(services, TOUR[0][0]))
+    for start, link in TOUR:  # and a click on it lands there
+        assert where(page)["page"] == start
         with page.expect_navigation():
             page.click(f"header a[data-nav='{link}']")
         page.wait_for_load_state("load")
-        svc, path = PAGES[target]
+        svc, path = PAGES[LINKS[link]]
+        target = LINKS[link]
         assert where(page) == {"port": str(services[svc]), "path": path, "page": target, "active": target}, (
             f"{start}: the '{link}' link"
         )

@@ -1,21 +1,25 @@
-"""Schemathesis against the three live services, each described by its own ``GET /api/openapi.json``.
+"""Schemathesis against the four live services, each described by its own ``GET /api/openapi.json``.
 
 Each service runs in this process on a free loopback port (:class:`lab.web.server.ServerThread`),
 one after the other (the Lab with its own state server behind the remote monitor, so that
-``/api/remote/*`` is forwarded for real). Every HTTP operation of the served spec gets fuzzed cases,
-schema-valid ("positive") and, where it takes input, schema-invalid ("negative"); each response must
-not be a 5xx and must conform to the spec: a documented status code, a documented content type, a
-body matching the schema. Afterwards the simulation still runs (``sim_time`` advances, state running).
+``/api/remote/*`` is forwarded for real; the policy server on the session's robot). Every HTTP operation
+of the served spec gets fuzzed cases, schema-valid ("positive") and, where it takes input, schema-invalid
+("negative"); each response must not be a 5xx and must conform to the spec: a documented status code, a
+documented content type, a body matching the schema. Afterwards the simulation still runs (``sim_time``
+advances, state running).
 
-Limits, so the whole file stays near a minute on 2 cores: ``max_examples`` per operation and mode
+Limits, so the whole file stays near a minute and a half on 2 cores: ``max_examples`` per operation and mode
 (``LAB_FUZZ_EXAMPLES``, default 20; ``LAB_FUZZ_RANDOM=1`` for fresh random cases instead of the
 fixed derandomized ones); no shrinking. Not fuzzed as described: WebSocket routes (not in OpenAPI;
 listed under ``x-websockets``); ``POST /api/scans`` gets a narrowed copy of its schema (kind ``probe``,
-one point of at most 10 ms of work, local executor, one worker) and positive cases only, so a fuzzed
-scan is one short child process rather than a 10 000-point grid or a Ray cluster; ``resume`` is
-narrowed to the local executor for the same reason. Scan paths are fuzzed with random ids (404)
-and with the id of one real finished scan. After each fuzzed ``POST /api/remote/connect`` the monitor is
-pointed back at the test's state server.
+one point of at most 10 ms of work, or a search of one line of at most two such points, local executor,
+one worker) and positive cases only, so a fuzzed scan is one short child process rather than a 10 000-point
+grid or a Ray cluster; ``resume`` is narrowed to the local executor for the same reason. Scan paths are
+fuzzed with random ids (404) and with the ids of two real finished scans (a grid and a search). A fuzzed
+runtime start (``POST /api/v1/runtime/start`` and the Lab's ``/api/remote/runtime/start``) gets a loopback
+policy URL nothing listens on, so no request leaves the machine; both state servers are armed first so that
+the start runs. After each fuzzed ``POST /api/remote/connect`` the monitor is pointed back at the test's
+state server.
 
 Inputs that once made a server error are sent as fixed regression cases beside the fuzzed ones.
 The number of cases per service is written to the terminal when the module ends (one line,
@@ -30,7 +34,7 @@ import time
 import pytest
 import requests
 
-from tests.conftest import wait_until
+from tests.conftest import free_port, wait_until
 
 schemathesis = pytest.importorskip("schemathesis")
 hypothesis = pytest.importorskip("hypothesis")
@@ -187,16 +191,39 @@ def report(failures: list) -> None:
 # ---------------------------------------------------------------- the services
 
 
-def test_state_server_conforms_to_its_openapi():
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on: a fuzzed runtime start follows it (connection refused at once)."""
+    return f"http://127.0.0.1:{free_port()}"
+
+
+def narrowed_state_spec(spec: dict) -> dict:
+    """The state server's spec with the runtime's policy_url narrowed to a loopback port nothing listens on."""
+    spec = copy.deepcopy(spec)
+    body = spec["paths"]["/api/v1/runtime/start"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    body["properties"]["policy_url"] = {"type": "string", "enum": [closed_port_url()]}
+    return spec
+
+
+def test_state_server_conforms_to_its_openapi(tmp_path):
+    from lab.settings import Settings
     from lab.web.server import ServerThread
     from lab.web.state_server import create_state_app
 
-    app = create_state_app()
+    app = create_state_app(Settings(results_dir=tmp_path))
     with ServerThread(app) as srv:
         wait_until(lambda: requests.get(srv.url + "/api/v1/health", timeout=5).json()["simulation_time"] > 0.05, 10)
         spec = served_spec(srv.url, "state-server")
         assert_every_route_described(app, spec)
-        failures = fuzz("state-server", srv.url, spec, examples={"POST /api/v1/control": 3 * EXAMPLES})
+        # armed first, so that a fuzzed start runs a runtime (holding: its policy URL refuses connections)
+        armed = requests.post(srv.url + "/api/v1/arm", json={"reason": "openapi fuzz", "expires_s": 60}, timeout=5)
+        assert armed.status_code == 200, armed.text
+        # the recording id routes answer random ids through the blueprint the Lab's test fuzzes in full: fewer here
+        by_id = ["GET /api/recordings/{rid}", "DELETE /api/recordings/{rid}", "POST /api/recordings/{rid}/stop"]
+        examples = {
+            "POST /api/v1/control": 3 * EXAMPLES,
+            **dict.fromkeys(by_id + ["GET /api/recordings/{rid}/file"], 5),
+        }
+        failures = fuzz("state-server", srv.url, narrowed_state_spec(spec), examples=examples)
         t0 = requests.get(srv.url + "/api/v1/state", timeout=5).json()["simulation_time"]
         wait_until(lambda: requests.get(srv.url + "/api/v1/state", timeout=5).json()["simulation_time"] > t0, 10)
         assert requests.get(srv.url + "/api/v1/health", timeout=5).json()["sim"]["state"] == "running"
@@ -204,7 +231,8 @@ def test_state_server_conforms_to_its_openapi():
 
 
 def narrowed_lab_spec(spec: dict) -> dict:
-    """The Lab's spec with POST /api/scans (and resume) narrowed so a fuzzed scan is one tiny point."""
+    """The Lab's spec with POST /api/scans (and resume) narrowed so a fuzzed scan is one tiny point (a search: one
+    line of at most two), and the runtime pass-through's policy_url to a loopback port nothing listens on."""
     spec = copy.deepcopy(spec)
     create = spec["components"]["schemas"]["ScanCreate"]["properties"]
     create["kind"] = {"type": "string", "enum": ["probe"]}
@@ -222,6 +250,21 @@ def narrowed_lab_spec(spec: dict) -> dict:
         "required": ["work_s"],
         "additionalProperties": False,
     }
+    create["search"] = {
+        "type": "object",
+        "properties": {
+            "param": {"type": "string", "enum": ["sleep_s"]},
+            "bisect": {
+                "type": "array",
+                "items": {"type": "number", "minimum": 0, "maximum": 0.01},
+                "minItems": 2,
+                "maxItems": 2,
+            },
+            "tol": {"type": "number", "minimum": 0.005, "maximum": 0.01},
+        },
+        "required": ["param", "bisect", "tol"],
+        "additionalProperties": False,
+    }
     create["executor"] = {"type": "string", "enum": ["local"]}
     create["workers"] = {"type": "integer", "enum": [1]}
     create.pop("address")
@@ -229,6 +272,8 @@ def narrowed_lab_spec(spec: dict) -> dict:
     resume = spec["paths"]["/api/scans/{scan_id}/resume"]["post"]["requestBody"]["content"]["application/json"]
     resume["schema"]["properties"]["executor"] = {"type": "string", "enum": ["local"]}
     resume["schema"]["properties"].pop("address")
+    runtime = spec["paths"]["/api/remote/runtime/{action}"]["post"]["requestBody"]["content"]["application/json"]
+    runtime["schema"]["properties"]["policy_url"] = {"type": "string", "enum": [closed_port_url()]}
     return spec
 
 
@@ -250,7 +295,22 @@ def test_lab_conforms_to_its_openapi(tmp_path):
             )
             assert r.status_code == 201, r.text
             sid = r.json()["id"]
-            wait_until(lambda: requests.get(f"{base}/api/scans/{sid}", timeout=5).json()["status"] == "done", 30)
+            search = {"param": "sleep_s", "bisect": [0, 0.004], "tol": 0.002}  # one line: 0.002 then 0.004 pass
+            r = requests.post(
+                base + "/api/scans",
+                json={"kind": "probe", "grid": {"work_s": [0]}, "search": search, "workers": 1},
+                timeout=10,
+            )
+            assert r.status_code == 201, r.text
+            searched = r.json()["id"]
+            for s in (sid, searched):
+                wait_until(lambda s=s: requests.get(f"{base}/api/scans/{s}", timeout=5).json()["status"] == "done", 30)
+            assert requests.get(f"{base}/api/scans/{searched}", timeout=5).json()["thresholds"][0]["status"] == (
+                "passes_at_hi"
+            )
+            # armed, so that a fuzzed start through the Lab runs a runtime (its policy URL refuses connections)
+            armed = requests.post(state.url + "/api/v1/arm", json={"reason": "openapi fuzz"}, timeout=5)
+            assert armed.status_code == 200, armed.text
 
             def after(label):
                 if label == "POST /api/remote/connect":  # fuzzed URLs: watch the test's state server again
@@ -260,13 +320,15 @@ def test_lab_conforms_to_its_openapi(tmp_path):
             fixed = {
                 f"{m} /api/scans/{{scan_id}}{p}": real
                 for m, p in [
-                    ("GET", ""),
                     ("POST", "/cancel"),
                     ("POST", "/resume"),
+                    ("POST", "/refine"),
                     ("GET", "/results.csv"),
                     ("GET", "/results.json"),
                 ]
             }
+            fixed["GET /api/scans/{scan_id}"] = real + [{"scan_id": searched}]
+            fixed["GET /api/recordings/{rid}/timeline"] = [{"rid": f"scan:{sid}:0"}]  # kept no recording: a 404
             fixed["GET /api/scans/{scan_id}/points/{index}"] = real + [{"scan_id": sid, "index": 1}]
             fixed["GET /api/scans/{scan_id}/points/{index}/{name}"] = real + [
                 {"scan_id": sid, "index": 0},
@@ -297,6 +359,19 @@ def test_lab_conforms_to_its_openapi(tmp_path):
             for s in requests.get(base + "/api/scans", timeout=10).json()["scans"]:  # nothing left running
                 if s["status"] in ("queued", "running"):
                     requests.post(f"{base}/api/scans/{s['id']}/cancel", timeout=40)
+    report(failures)
+
+
+def test_policy_server_conforms_to_its_openapi(robot):
+    from lab.web.policy_server import create_policy_app
+    from lab.web.server import ServerThread
+
+    app = create_policy_app(robot)
+    with ServerThread(app) as srv:
+        spec = served_spec(srv.url, "policy-server")
+        assert_every_route_described(app, spec)
+        failures = fuzz("policy-server", srv.url, spec)
+        assert requests.get(srv.url + "/health", timeout=5).json()["model"]["sha256"] == robot.identity
     report(failures)
 
 

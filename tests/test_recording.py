@@ -6,6 +6,7 @@ Each recording is made offline (``advance``, in this thread) into a temporary fo
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -16,6 +17,8 @@ import mujoco
 import numpy as np
 import pytest
 from mcap.reader import make_reader
+from mcap.records import Message
+from mcap.stream_reader import StreamReader
 
 from lab.errors import LabError
 from lab.record import format as fmt
@@ -63,9 +66,11 @@ def test_a_ten_second_push_run_replays_bit_exact(push_run):
 def test_the_file_opens_with_the_mcap_reader_and_every_schema_and_message_is_valid(push_run):
     path, _ = push_run
     with open(path, "rb") as f:
-        reader = make_reader(f)
+        reader = make_reader(f, validate_crcs=True)  # the chunks' and the summary's CRCs too
         summary = reader.get_summary()
         assert summary.chunk_indexes and all(c.compression == "zstd" for c in summary.chunk_indexes)
+        counts = summary.statistics.channel_message_counts
+        assert sum(counts.values()) == summary.statistics.message_count == sum(1 for _ in reader.iter_messages())
         validators = {}
         for sid, schema in summary.schemas.items():
             assert schema.encoding == "jsonschema"
@@ -73,18 +78,36 @@ def test_the_file_opens_with_the_mcap_reader_and_every_schema_and_message_is_val
             jsonschema.Draft202012Validator.check_schema(doc)
             validators[sid] = jsonschema.Draft202012Validator(doc)
         seen = set()
+        last = {}  # topic -> (log time, message) of each JSON topic's last message
         for schema, channel, message in reader.iter_messages():
             if channel.message_encoding == "json":
-                validators[schema.id].validate(json.loads(message.data))
+                msg = json.loads(message.data)
+                validators[schema.id].validate(msg)
                 seen.add(channel.topic)
+                last[channel.topic] = (message.log_time, msg)
             else:
                 assert channel.schema_id == 0 and channel.message_encoding in (
                     fmt.KEYFRAME_ENCODING,
                     fmt.INPUTS_ENCODING,
                 )
+        f.seek(0)
+        linear = StreamReader(f, skip_magic=False, validate_crcs=True)  # record by record, as a stream reads it
+        assert sum(isinstance(r, Message) for r in linear.records) == summary.statistics.message_count
         names = {a.name for a in reader.iter_attachments()}
         meta = {m.name: m.metadata for m in reader.iter_metadata()}
-    assert seen == {"/joint_states", "/base", "/contacts", "/command", "/metrics", "/event"}
+    assert seen == {"/joint_states", "/base", "/tf", "/contacts", "/contact_scene", "/command", "/metrics", "/event"}
+    schemas = {c.topic: summary.schemas[c.schema_id].name for c in summary.channels.values() if c.schema_id}
+    assert schemas["/tf"] == "foxglove.FrameTransform" and schemas["/contact_scene"] == "foxglove.SceneUpdate"
+    assert schemas["/base"] == "foxglove.PoseInFrame"
+    # the transform is the base pose; the scene draws the recorded contacts (a sphere and an arrow up at each)
+    (t_tf, tf), (t_base, base) = last["/tf"], last["/base"]
+    assert t_tf == t_base and (tf["parent_frame_id"], tf["child_frame_id"]) == ("world", "base")
+    assert tf["translation"] == base["pose"]["position"] and tf["rotation"] == base["pose"]["orientation"]
+    (t_sc, scene), (t_c, contacts) = last["/contact_scene"], last["/contacts"]
+    (entity,) = scene["entities"]
+    points = [c["position"] for c in contacts["contacts"]]
+    assert t_sc == t_c and points and [s["pose"]["position"] for s in entity["spheres"]] == points
+    assert len(entity["arrows"]) == len(points) and all(a["shaft_length"] > 0 for a in entity["arrows"])
     assert {"model.mjb.zst", "model/q1.urdf"} <= names
     assert meta["identity"]["sha256"] and meta["identity"]["mujoco"] == mujoco.__version__
     assert meta["result"]["state"] == "done"
@@ -242,3 +265,42 @@ def test_the_size_limit_stops_with_a_message_and_a_valid_file(robot, tmp_path):
     assert end["state"] == "done" and "size limit of 1 MB" in end["reason"] and end["bytes"] >= 1e6
     with open_recording(store.path(info["id"])) as rec:
         assert rec.result["state"] == "done" and replay(rec)["max_qpos_diff"] == 0.0
+
+
+def test_a_full_disk_ends_the_recording_failed_with_a_finished_file_that_replays(robot, tmp_path):
+    """The kernel's file-size limit on the writer process (RLIMIT_FSIZE, binding for root too) refuses the file
+    more room as a full disk would: the writer's real OSError path, with EFBIG instead of ENOSPC."""
+    s = SimSession(robot, mode="push")
+    store = Recordings(tmp_path, "lab")
+    info = store.start(s)
+    (pid,) = writer_processes()
+    path = tmp_path / info["file"]
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (path.stat().st_size + 100_000, resource.RLIM_INFINITY))
+    wait_until(lambda: s.advance(0.5) or s.recorder is None, 120)  # detached: the simulation goes on alone
+    s.advance(0.5)
+    end = store.stop(info["id"])
+    assert end["state"] == "failed" and end["duration_s"] > 1.0
+    assert "cannot write" in end["reason"] and "File too large" in end["reason"]
+    assert "recording stopped, the file is finished" in end["reason"]
+    with open(path, "rb") as f:
+        assert make_reader(f).get_summary() is not None  # finished with its index, in the room kept for it
+    with open_recording(path) as rec:
+        assert rec.result["state"] == "failed" and "File too large" in rec.result["reason"]
+        assert [e["kind"] for e in rec.events()][-1] == "stop"
+        out = replay(rec)
+    assert out["max_qpos_diff"] == 0.0 and out["steps"] == rec.steps and out["incomplete"] is None
+    assert path.stat().st_size == end["bytes"]  # the room left over is given back
+
+
+def test_a_disk_too_full_for_a_recording_refuses_it_at_the_start(robot, tmp_path):
+    s = SimSession(robot, mode="stand")
+    store = Recordings(tmp_path, "lab")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, hard))  # the writer process inherits it
+    try:
+        with pytest.raises(LabError) as err:
+            store.start(s)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert err.value.status == 507 and "File too large" in err.value.message and "free some disk" in err.value.hint
+    assert s.recorder is None and store.list() == [] and writer_processes() == []

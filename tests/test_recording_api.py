@@ -1,9 +1,14 @@
 """``/api/recordings`` on a real Lab server (and Sim2Sim), over real HTTP, and the record button in real Chromium."""
 
+import io
+import resource
+
 import pytest
 import requests
+from mcap.reader import make_reader
 
 from tests.conftest import free_port, wait_until
+from tests.test_recording import writer_processes
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
 
@@ -49,6 +54,43 @@ def test_record_stop_download_and_delete_over_http(lab):
     assert gone.status_code == 404 and gone.json()["hint"]
 
 
+def test_an_unwritable_folder_is_a_507_that_says_why_and_what_to_do(lab):
+    folder = lab.results / "recordings"
+    aside = lab.results / "recordings.aside"
+    if folder.exists():
+        folder.rename(aside)
+    folder.write_text("a file where the folder should be")
+    try:
+        r = requests.post(lab.url + "/api/recordings", json={}, timeout=30)
+    finally:
+        folder.unlink()
+        if aside.exists():
+            aside.rename(folder)
+    assert r.status_code == 507, r.text
+    assert f"cannot write recordings to {folder}" in r.json()["error"] and "writable" in r.json()["hint"]
+    listed = requests.get(lab.url + "/api/recordings", timeout=10).json()["recordings"]
+    assert all(rec["state"] != "recording" for rec in listed)
+
+
+def test_a_full_disk_stops_the_recording_with_its_reason_and_a_finished_file(lab):
+    """The writer process's file may not grow (RLIMIT_FSIZE, binding for root too), as on a full disk."""
+    base = lab.url
+    rid = requests.post(base + "/api/recordings", json={"label": "disk full"}, timeout=10).json()["id"]
+    (pid,) = writer_processes()
+    size = (lab.results / "recordings" / f"{rid}.mcap").stat().st_size
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (size + 100_000, resource.RLIM_INFINITY))
+    wait_until(lambda: _one(base, rid)["state"] != "recording", 120)
+    wait_until(lambda: writer_processes() == [], 30)
+    info = _one(base, rid)
+    assert info["state"] == "failed" and "File too large" in info["reason"], info
+    assert "the file is finished" in info["reason"]
+    f = requests.get(f"{base}/api/recordings/{rid}/file", timeout=30)
+    assert f.status_code == 200 and f.content.endswith(MCAP_MAGIC)
+    summary = make_reader(io.BytesIO(f.content)).get_summary()
+    assert summary is not None and summary.statistics.message_count > 0
+    requests.delete(f"{base}/api/recordings/{rid}", timeout=10)
+
+
 @pytest.mark.parametrize(
     "body, words",
     [
@@ -92,7 +134,6 @@ def test_stopping_the_lab_finishes_the_recording_and_its_writer_process(tmp_path
     from lab.record import open_recording
     from lab.web import create_lab_app
     from lab.web.server import ServerThread
-    from tests.test_recording import writer_processes
 
     app = create_lab_app(remote_url=f"http://127.0.0.1:{free_port()}", results_dir=tmp_path)
     with ServerThread(app) as srv:

@@ -153,6 +153,57 @@ def test_monitor_page_goes_connected_stale_connected_across_a_real_restart(remot
     assert page.errors == []
 
 
+RT_STATE = "document.getElementById('rt-state').textContent"
+
+
+@pytest.mark.e2e
+def test_runtime_panel_streams_holds_in_an_outage_and_the_estop_needs_no_token(remote, robot, page):
+    """The /remote runtime panel against a real state server process and a real policy server: armed with a
+    reason, STREAMING, the outage profile -> HOLD or BREAKER OPEN with repeats collapsed in the event log,
+    E-STOP from a page without a token -> ESTOP."""
+    from lab.web.policy_server import create_policy_app
+    from lab.web.server import ServerThread
+
+    api = remote["lab"] + "/api/remote/runtime"
+    wait_until(lambda: status(remote)["state"] == "CONNECTED", 15)
+    with ServerThread(create_policy_app(robot)) as policy:
+        try:
+            page.goto(remote["lab"] + "/remote")
+            page.wait_for_function(f"{RT_STATE} === 'IDLE' || {RT_STATE} === 'STOPPED'", timeout=15000)
+            page.fill("#rt-reason", "e2e: the runtime panel")
+            page.click("#rt-arm-form button[type=submit]")
+            page.wait_for_function(
+                "document.getElementById('rt-armed').textContent.endsWith('the runtime panel')", timeout=5000
+            )
+            page.fill("#rt-policy", policy.url)
+            page.click("#rt-start-form button[type=submit]")
+            page.wait_for_function(f"{RT_STATE} === 'STREAMING'", timeout=10000)
+            page.wait_for_function("document.getElementById('rt-chunk').textContent.includes('observed')")
+            page.select_option("#rt-profile", "outage")
+            page.click("#rt-fault-form button[type=submit]")
+            page.wait_for_function(f"['HOLD', 'BREAKER OPEN'].includes({RT_STATE})", timeout=10000)
+            page.wait_for_function(  # the breaker's rejections, one line: "breaker_rejected x<N>"
+                "[...document.querySelectorAll('#rt-events li span')].some((s) => /^breaker_rejected x\\d+/"
+                ".test(s.textContent))",
+                timeout=10000,
+            )
+            assert "outage" in page.inner_text("#rt-faults")
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOTS / "remote_7_runtime_hold.png"))
+            with page.expect_request("**/api/remote/runtime/estop") as sent:
+                page.click("#rt-estop")
+            assert "authorization" not in sent.value.headers  # this page holds no token
+            page.wait_for_function(f"{RT_STATE} === 'ESTOP'", timeout=5000)
+            assert page.get_attribute("#rt-state", "data-state") == "estop"
+            assert requests.get(api, timeout=5).json()["estopped"]
+            page.screenshot(path=str(SCREENSHOTS / "remote_8_runtime_estop.png"))
+            assert page.errors == []
+        finally:  # the state server back as it was for the other tests
+            requests.post(api + "/stop", json={}, timeout=5)
+            requests.post(api + "/estop/clear", json={"confirm": True}, timeout=5)
+            requests.post(api + "/faults", json={"profile": "healthy", "seed": 0}, timeout=5)
+
+
 class RaisesSoon(Mode):
     """A test mode for an in-process state server: holds the pose, raises 0.5 s in."""
 

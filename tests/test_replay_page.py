@@ -84,7 +84,10 @@ def test_the_replay_socket_moves_the_cursor_and_says_what_is_wrong(lab):
 def test_scrub_event_click_and_play_on_the_replay_page(lab, page):
     base, rid = lab
     page.goto(f"{base}/replay?id={rid}")
-    page.wait_for_function("window.replay && window.replay.shown() === 0 && window.replay.timeline()", timeout=30000)
+    page.wait_for_function(
+        "typeof window.replay?.shown === 'function' && window.replay.shown() === 0 && window.replay.timeline()",
+        timeout=30000,
+    )
     first = page.evaluate("window.replay.view.snapshot()")
 
     # scrub: the scrubber to 2.4 s (on its grid of frames), as a drag ends

@@ -233,7 +233,8 @@ def test_a_scan_interrupted_by_stopping_the_lab_resumes_after_a_real_restart_wit
     log = tmp_path / "lab.log"
     proc = start_lab(port, tmp_path, log)
     try:
-        grid = {"duration_s": [0.1], "force_n": [10, 20, 30, 40, 90, 100], "seconds": [1.0]}
+        # 6 s of simulation per point (~1 s wall on a warm worker): the Lab stops while some are still to run
+        grid = {"duration_s": [0.1], "force_n": [5, 10, 15, 20, 90, 100], "seconds": [6.0]}
         sid = post(f"{url}/api/scans", {"kind": "push_recovery", "grid": grid, "workers": 1}).json()["id"]
         wait_until(lambda: requests.get(f"{url}/api/scans/{sid}", timeout=5).json()["counts"]["done"] >= 2, 90, 0.1)
     finally:

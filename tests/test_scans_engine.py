@@ -39,10 +39,10 @@ def test_grid_expands_lists_ranges_and_defaults_first_axis_outermost():
     kind = get_kind("push_recovery")
     g = parse_grid(kind, {"force_n": "20:40:10", "duration_s": [0.1, "0.2"]})
     assert g.axes == {"duration_s": [0.1, 0.2], "force_n": [20.0, 30.0, 40.0]}
-    assert g.fixed == {"seconds": 3.0}
+    assert g.fixed == {"seconds": 3.0, "direction": "forward"}
     pts = g.points()
     assert len(pts) == g.size == 6
-    assert pts[0] == {"seconds": 3.0, "duration_s": 0.1, "force_n": 20.0}
+    assert pts[0] == {"seconds": 3.0, "direction": "forward", "duration_s": 0.1, "force_n": 20.0}
     assert pts[1]["force_n"] == 30.0 and pts[3]["duration_s"] == 0.2
     assert parse_grid(get_kind("walk_stability"), {"steps": "2, 3"}).axes == {"steps": [2, 3]}
 
@@ -138,19 +138,24 @@ def test_push_recovery_points_record_recovered_or_fell_and_the_scan_reports_the_
     assert hard["recovered"] is False and hard["fell"] is True and hard["pitch_max_deg"] > 45
     assert 0.5 < hard["t_fall_s"] < 1.5
     (th,) = s["summary"]["thresholds"]
-    assert th == {
+    assert th == {  # a bracket with its width, never the midpoint of 20 and 80 as a "threshold"
+        "direction": "forward",
         "duration_s": 0.1,
+        "bracket": [20.0, 80.0],
+        "last_pass_n": 20.0,
+        "first_fail_n": 80.0,
+        "tol_n": 60.0,
+        "impulse_bracket_ns": [2.0, 8.0],
         "max_recovered_n": 20.0,
         "min_fell_n": 80.0,
-        "threshold_n": 50.0,
-        "threshold_impulse_ns": pytest.approx(5.0),
         "monotonic": True,
         "points": 2,
+        "label": "threshold in [20, 80] N (tol 60 N)",
     }
     files = manager.point(s["id"], 1)["files"]
     assert {"summary.json", "push_trace.csv", "push_curves.png"} <= set(files)
     rows = (manager.store.root / s["id"] / "results.csv").read_text().strip().splitlines()
-    assert len(rows) == 3 and rows[0].startswith("index,status,duration_s,force_n,seconds,pitch_max_deg")
+    assert len(rows) == 3 and rows[0].startswith("index,status,duration_s,force_n,seconds,direction,pitch_max_deg")
 
 
 @pytest.mark.slow
@@ -177,7 +182,9 @@ def test_ray_executor_on_a_local_instance_matches_the_local_pool_and_cancels_run
         for pa, pb in zip(a["points"], b["points"]):
             assert pa["params"] == pb["params"]
             assert numbers(pa["metrics"]) == numbers(pb["metrics"])  # the same numbers, bit for bit
-        assert (tmp_path / "ray" / "scans" / b["id"] / "points" / "00001" / "push_curves.png").exists()
+        f, _ = on_ray.open_point_file(b["id"], 1, "push_curves.png")  # drawn when first asked for
+        with f:
+            assert f.read(4) == b"\x89PNG"
 
         s = on_ray.create({"kind": "probe", "grid": {"sleep_s": [0.1, 60]}, "executor": "ray", "workers": 2})
         pid_file = tmp_path / "ray" / "scans" / s["id"] / "points" / "00001" / "pids.json"

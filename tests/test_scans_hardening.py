@@ -1,7 +1,7 @@
 """The scan machinery under stress, with real processes and a real Lab: typed point records, an explicit
-kind registry without import cycles, the robot's one fall rule, a queue of scans behind a cap, clean
-stops (SIGTERM) and hard kills (SIGKILL) that leave nothing behind, symlinks never served, and
-malformed numbers answered with a 400."""
+kind registry without import cycles, the robot's one fall rule, a queue of scans behind a cap, running
+scans sharing the workers so none starves another, clean stops (SIGTERM) and hard kills (SIGKILL) that
+leave nothing behind, symlinks never served, and malformed numbers answered with a 400."""
 
 import ast
 import csv
@@ -287,17 +287,20 @@ def scan(url, sid) -> dict:
 
 
 def test_scans_beyond_the_cap_wait_queued_with_their_place_start_by_themselves_and_cancel_cleanly(lab):
+    from lab.web.scans_page import MAX_RUNNING
+
     url, results = lab
-    assert requests.get(f"{url}/api/scans/kinds", timeout=10).json()["max_running"] == 1
+    assert MAX_RUNNING > 1 and requests.get(f"{url}/api/scans/kinds", timeout=10).json()["max_running"] == MAX_RUNNING
     ids = []
-    for _ in range(3):
+    for _ in range(MAX_RUNNING + 2):  # the cap runs, two queue; a 60 s point holds a worker until cancelled
         r = post(f"{url}/api/scans", {"kind": "probe", "grid": {"sleep_s": [60]}, "workers": 1})
         assert r.status_code == 201, r.text
         ids.append(r.json()["id"])
-    first, second, third = ids
-    wait_until(lambda: scan(url, first)["counts"]["running"] == 1, 30)
-    assert [scan(url, i)["status"] for i in ids] == ["running", "queued", "queued"]
-    assert [scan(url, i)["queue_position"] for i in ids] == [None, 1, 2]
+    running, (second, third) = ids[:MAX_RUNNING], ids[MAX_RUNNING:]
+    wait_until(lambda: all(scan(url, i)["status"] == "running" for i in running), 30)  # each run's thread is up
+    holder = wait_until(lambda: next((i for i in running if scan(url, i)["counts"]["running"] == 1), None), 30)
+    assert [scan(url, i)["status"] for i in ids] == ["running"] * MAX_RUNNING + ["queued", "queued"]
+    assert [scan(url, i)["queue_position"] for i in ids] == [None] * MAX_RUNNING + [1, 2]
     listed = {s["id"]: s for s in requests.get(f"{url}/api/scans", timeout=10).json()["scans"]}
     assert listed[third]["status"] == "queued" and listed[third]["queue_position"] == 2
 
@@ -308,19 +311,40 @@ def test_scans_beyond_the_cap_wait_queued_with_their_place_start_by_themselves_a
     assert scan(url, third)["queue_position"] == 1
     assert post(f"{url}/api/scans/{second}/cancel").status_code == 409
 
-    wait_until((results / "scans" / first / "points" / "00000" / "pids.json").exists, 30)
-    pids = point_pids(results / "scans" / first, 0)
-    assert post(f"{url}/api/scans/{first}/cancel").json()["status"] == "cancelled"
+    wait_until((results / "scans" / holder / "points" / "00000" / "pids.json").exists, 30)
+    pids = point_pids(results / "scans" / holder, 0)
+    assert post(f"{url}/api/scans/{holder}/cancel").json()["status"] == "cancelled"
     s = wait_until(lambda: (s := scan(url, third))["status"] == "running" and s, 30)  # started by itself
     assert s["queue_position"] is None
     wait_until(lambda: nothing_left(pids), 15)
-    running = [x for x in requests.get(f"{url}/api/scans", timeout=10).json()["scans"] if x["status"] == "running"]
-    assert [x["id"] for x in running] == [third]
+    listed = requests.get(f"{url}/api/scans", timeout=10).json()["scans"]
+    assert {x["id"] for x in listed if x["status"] == "running"} == {*running, third} - {holder}
 
-    r = post(f"{url}/api/scans/{second}/resume")  # behind nobody but the running one: queued first in line
+    r = post(f"{url}/api/scans/{second}/resume")  # behind nobody but the running ones: queued first in line
     assert r.status_code == 200 and r.json()["status"] == "queued" and r.json()["queue_position"] == 1
-    for sid in (second, third):
-        assert post(f"{url}/api/scans/{sid}/cancel").json()["status"] == "cancelled"
+    for sid in [second, third, *running]:
+        if sid != holder:
+            assert post(f"{url}/api/scans/{sid}/cancel").json()["status"] == "cancelled"
+
+
+def test_two_scans_launched_together_both_make_progress_before_either_finishes(lab):
+    """No starvation: the shared workers take the two scans' points in turn, so each has most of its points
+    done before the first of them ends (one after the other, the first to end would have all, the other none)."""
+    url, _ = lab
+    n = 12
+    ids = []
+    for _ in range(2):
+        r = post(
+            f"{url}/api/scans", {"kind": "probe", "grid": {"work_s": [round(0.1 + 0.01 * i, 2) for i in range(n)]}}
+        )
+        assert r.status_code == 201 and r.json()["queue_position"] is None, r.text  # both run, neither waits
+        ids.append(r.json()["id"])
+    ended = [wait_until(lambda sid=sid: (s := scan(url, sid))["status"] == "done" and s, 60) for sid in ids]
+    first_end = min(s["finished_at"] for s in ended)
+    for sid, s in zip(ids, ended, strict=True):
+        assert s["total"] == n
+        ends = [requests.get(f"{url}/api/scans/{sid}/points/{i}", timeout=10).json()["finished_at"] for i in range(n)]
+        assert sum(t <= first_end for t in ends) >= n // 2, (sid, sorted(ends), first_end)
 
 
 def test_a_symlink_in_a_point_folder_is_never_served_nor_listed(lab):
@@ -426,8 +450,8 @@ def test_numbers_python_callers_pass_that_json_cannot_carry_are_refused_the_same
 # ---------------------------------------------------------------- 6. stopping the Lab: SIGTERM and SIGKILL
 
 
-def start_lab(port: int, results: Path, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "LAB_RESULTS": str(results)}
+def start_lab(port: int, results: Path, log: Path, env: dict | None = None) -> subprocess.Popen:
+    env = {**os.environ, "LAB_RESULTS": str(results), **(env or {})}
     cmd = [sys.executable, str(ROOT / "app.py"), "lab", "--port", str(port), "--results", str(results)]
     cmd += ["--remote-url", f"http://127.0.0.1:{free_port()}"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT)
@@ -438,11 +462,18 @@ def start_lab(port: int, results: Path, log: Path) -> subprocess.Popen:
 
 
 def launch_sleepers(url: str, results: Path) -> tuple[str, str, dict]:
-    """A running probe scan (one point sleeping with a child) and a queued one behind it; (running, queued, pids)."""
+    """A running probe scan (one point sleeping with a child on the one worker), scans waiting for that worker
+    up to the cap, and a queued one behind them; (running, queued, pids)."""
+    from lab.web.scans_page import MAX_RUNNING
+
     running = post(f"{url}/api/scans", {"kind": "probe", "grid": {"sleep_s": [0.1, 120]}, "workers": 1}).json()["id"]
-    queued = post(f"{url}/api/scans", {"kind": "probe", "grid": {"sleep_s": [1]}}).json()["id"]
     pid_file = results / "scans" / running / "points" / "00001" / "pids.json"
     wait_until(pid_file.exists, 60)
+    for _ in range(MAX_RUNNING - 1):
+        post(f"{url}/api/scans", {"kind": "probe", "grid": {"sleep_s": [1]}, "workers": 1})
+    queued = post(f"{url}/api/scans", {"kind": "probe", "grid": {"sleep_s": [1]}}).json()
+    assert queued["queue_position"] == 1, queued
+    queued = queued["id"]
     pids = json.loads(pid_file.read_text())
     assert all(alive(int(p)) for p in pids.values() if p), pids
     assert set(group_members(pids["point"])) >= {pids["point"], pids["child"]}  # and the point's guard

@@ -7,7 +7,8 @@ offscreen from the exact recorded state (:class:`lab.record.player.Player`).
   and encodes it; it makes its own :class:`~lab.render.renderer.Renderer`, so call it in the thread that
   renders (a GL context belongs to the thread that made it);
 - :class:`Exports` runs the jobs of one service one after the other in its own thread, with progress, and
-  keeps each file in ``<folder>/<job>.mp4|gif`` (the last :data:`KEEP_JOBS` jobs).
+  keeps each file in ``<folder>/<job>.mp4|gif`` (the last :data:`KEEP_JOBS` jobs); :meth:`Exports.cancel` stops
+  a queued or running job (``DELETE /api/exports/<job>``) or removes a finished one with its file.
 
 Each frame says its recording time in its top left corner (``stamp``, default on), so a frame of a still
 robot differs from the one before it (GIF writers fold identical frames into one).
@@ -196,9 +197,11 @@ def _write_gif(out: Path, frames, req: ExportRequest, progress) -> str:
 class Exports:
     """The export jobs of one service: queued, run one at a time in a worker thread, their files in ``folder``.
 
-    A job is a dict: ``job``, ``recording``, ``state`` queued | running | done | failed, ``progress`` [0..1],
-    ``frames``, ``frames_done``, the request's fields, ``codec``, ``bytes``, ``error`` and ``seconds``.
+    A job is a dict: ``job``, ``recording``, ``state`` queued | running | done | failed | cancelled, ``progress``
+    [0..1], ``frames``, ``frames_done``, the request's fields, ``codec``, ``bytes``, ``error`` and ``seconds``.
     """
+
+    FINISHED = ("done", "failed", "cancelled")
 
     def __init__(self, folder: Path, preset=None):
         self.folder = Path(folder)
@@ -207,6 +210,7 @@ class Exports:
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue()
         self._stop = threading.Event()
+        self._cancelled: set = set()  # jobs asked to stop (lock held)
         self._thread = threading.Thread(target=self._run, name="exports", daemon=True)
         self._thread.start()
 
@@ -238,7 +242,7 @@ class Exports:
 
     def _forget_old(self) -> None:
         while len(self._jobs) > KEEP_JOBS:
-            old = next((j for j, i in self._jobs.items() if i["state"] in ("done", "failed")), None)
+            old = next((j for j, i in self._jobs.items() if i["state"] in self.FINISHED), None)
             if old is None:
                 return
             info = self._jobs.pop(old)
@@ -255,6 +259,27 @@ class Exports:
             if info is None:
                 raise LabError(f"no export {job[:40]!r}", "POST /api/recordings/<id>/export starts one", 404)
             return dict(info)
+
+    def cancel(self, job: str, wait_s: float = 10.0) -> dict:
+        """Cancel job ``job``: a queued one never runs; a running one stops at its next frame (waited for, at most
+        ``wait_s`` [s]) and its partial file is removed; a finished one is forgotten and its file removed. The job
+        as it ends (``state`` cancelled, or ``deleted`` true for a finished one); 404 for none."""
+        with self._lock:
+            info = self._jobs.get(job) if JOB_RE.match(job or "") else None
+            if info is None:
+                raise LabError(f"no export {job[:40]!r}", "GET /api/exports/<job> of a job you started", 404)
+            if info["state"] in self.FINISHED:
+                self._jobs.pop(job)
+                with contextlib.suppress(OSError):
+                    self.file_of(info).unlink(missing_ok=True)
+                return {**info, "deleted": True}
+            self._cancelled.add(job)
+            if info["state"] == "queued":
+                info.update(state="cancelled", error="cancelled before it ran")
+        deadline = time.monotonic() + wait_s
+        while self.info(job)["state"] == "running" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.info(job)
 
     def file(self, job: str) -> Path:
         """The file of finished job ``job``; 409 while it runs or when it failed."""
@@ -274,12 +299,15 @@ class Exports:
                 job, path, req = self._queue.get(timeout=0.5)
             except queue.Empty:
                 continue
+            with self._lock:
+                if job in self._cancelled:  # cancelled while it waited
+                    continue
             t0 = time.perf_counter()
             self._update(job, state="running")
 
             def progress(i, n, job=job):
                 self._update(job, frames_done=i, progress=round(i / n, 4))
-                return not self._stop.is_set()
+                return not self._stop.is_set() and job not in self._cancelled
 
             out = None
             try:
@@ -289,7 +317,10 @@ class Exports:
                 self._update(job, state="done", codec=done["codec"], bytes=done["bytes"], progress=1.0)
             except Exception as exc:  # a failed job says why; the next one runs
                 msg = exc.message if isinstance(exc, LabError) else f"{type(exc).__name__}: {exc}"
-                self._update(job, state="failed", error=msg)
+                if job in self._cancelled:
+                    self._update(job, state="cancelled", error="cancelled while it ran")
+                else:
+                    self._update(job, state="failed", error=msg)
                 if out is not None:
                     with contextlib.suppress(OSError):
                         out.unlink(missing_ok=True)

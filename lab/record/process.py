@@ -41,7 +41,7 @@ from lab.record.writer import end_without_summary, read_frame, write_frame
 
 POOL = 8  # input buffers of one keyframe interval each: the writer may be this many seconds behind
 QUEUE_ITEMS = 4096  # items waiting for the writer before the recording fails as overflowing
-FEED_S = 0.02  # [s] between two batches sent to the writer process
+FEED_S = 0.1  # [s] between two batches sent to the writer process (each wake-up costs the simulation thread)
 START_S = 30.0  # [s] the writer process has to write the file's head
 PIPE_BYTES = 1 << 20  # the pipe to the writer process (Linux caps it at /proc/sys/fs/pipe-max-size)
 _ROOT = Path(__file__).resolve().parents[2]  # the folder holding the lab package
@@ -49,11 +49,13 @@ _ROOT = Path(__file__).resolve().parents[2]  # the folder holding the lab packag
 
 @dataclasses.dataclass
 class Outcome:
-    """How a recording ended: ``state`` done | failed, ``reason`` in words, ``steps`` written."""
+    """How a recording ended: ``state`` done | failed, ``reason`` in words, ``steps`` written; ``writable``: a
+    failed recording whose file still takes its last inputs and end keyframe (the disk got full)."""
 
     state: str
     reason: str
     steps: int = 0
+    writable: bool = False
 
 
 class RecordingFile:
@@ -98,6 +100,7 @@ class RecordingFile:
             stdout=subprocess.PIPE,
             bufsize=0,
             env=env,
+            cwd=_ROOT,  # ``-m`` looks in the working folder first: this lab package, not one that folder holds
             pass_fds=fds,
         )
         for fd in fds:  # the mapping stays
@@ -210,6 +213,8 @@ class RecordingFile:
                 self._good = self._bytes = msg[1]
             elif msg[0] == "end":
                 self._end_self(Outcome(msg[1], msg[2]))
+            elif msg[0] == "full":  # the disk is full: the file still takes the recording's end
+                self._end_self(Outcome("failed", msg[1], writable=True))
             elif msg[0] == "done":
                 self._done = Outcome(msg[1], msg[2])
                 self._bytes = msg[3]

@@ -8,13 +8,17 @@ and called by it, always with the runner's lock held:
   every :data:`~lab.record.format.KEYFRAME_S` a keyframe (``mjSTATE_INTEGRATION``);
 - :meth:`flush` after every chunk of steps: the rows filled since the last flush go to the writer;
 - :meth:`sample` with each metrics sample (25 Hz in the Lab, 50 Hz in Sim2Sim): the sample and a snapshot of
-  each engine (its numbers packed as raw float64: the writer process rounds them and builds the JSON);
+  each engine (its numbers packed as raw float64, its foot contacts: the writer process rounds them and builds
+  the JSON);
 - :meth:`event` with each change (mode, push settings, gains, pause, pull), :meth:`reset` after a reset (a
-  keyframe replay loads), :meth:`close` when the runner closes.
+  keyframe replay loads), :meth:`close` when the runner closes;
+- :meth:`message` with a message on one of the runner's own topics (its ``record_topics``,
+  :func:`lab.record.format.extra_topics`: the state server's ``/observation``, ``/action_chunk``).
 
 The file (:class:`lab.record.process.RecordingFile`) is written by a process of its own; the simulation
 thread only copies: a row per step, bytes and small tuples per sample. When the writer falls behind (no free
-buffer, a full queue) the recording ends ``failed`` at once and the simulation goes on untouched.
+buffer, a full queue) the recording ends ``failed`` at once and the simulation goes on untouched; a headless run
+(``advance``, no real-time thread: nothing to hold) waits up to :data:`OFFLINE_WAIT_S` for a free buffer instead.
 
 PyBullet (Sim2Sim) has no MuJoCo state: its joint states, base pose, contacts, commands and metrics are
 recorded as JSON; only the MuJoCo engine's run is bit-exact.
@@ -30,6 +34,7 @@ from lab.record import format as fmt
 from lab.record.process import Outcome, RecordingFile
 
 _get_state, _INPUT_SPEC = mujoco.mj_getState, fmt.INPUT_SPEC  # step()'s names, looked up once
+OFFLINE_WAIT_S = 30.0  # [s] a headless run waits at most this long for the writer to free an input buffer
 
 
 class Recorder:
@@ -52,6 +57,7 @@ class Recorder:
         self._max_k = max(1, int(round(max_s / self.dt)))
         self._next_k = min(self._max_k, self._key_every)  # the step step() has more to do at
         self._engines = [("" if i == 0 else f"/{n}", n) for i, n in enumerate(runner.names)]
+        self._extra = frozenset(fmt.extra_topics(runner))
         robot = runner.robot
         self._names = list(robot.joint_names)
         self._rows = None
@@ -114,6 +120,16 @@ class Recorder:
         """``kind`` happened now, with ``data`` (JSON-able; compared to collapse repeats)."""
         self._put(("event", self.k, round(self.runner.sim_time, 6), kind, dict(data or {})))
 
+    def message(self, topic: str, data: dict) -> None:
+        """A message on ``topic``, one of the runner's own ``record_topics``: ``data`` (JSON-able: numbers,
+        strings, lists, str-keyed dicts, numpy arrays; a NaN is written as null) stamped with the recording time
+        and ``sim_time``; not to be changed after. Each is written as it comes (no collapsing)."""
+        if topic not in self._extra:
+            raise ValueError(
+                f"{topic!r} is not one of this runner's record_topics: {', '.join(sorted(self._extra)) or 'none'}"
+            )
+        self._put(("json", self.k, round(self.runner.sim_time, 6), topic, data))
+
     def reset(self) -> None:
         """The engines were put back to their start state: replay loads this keyframe."""
         self.event("reset", {"mode": self.runner.mode_name})
@@ -133,7 +149,7 @@ class Recorder:
         self.outcome = outcome
         if self.runner.recorder is self:
             self.runner.recorder = None
-        if outcome.state == "done":
+        if outcome.state == "done" or outcome.writable:
             self.event("stop", {"reason": outcome.reason})
             if self._rows is not None:
                 if self.k > self._sent:
@@ -173,8 +189,9 @@ class Recorder:
 
     # ---- buffers, snapshots, keyframes ---------------------------------------------------------------
     def _take_buffer(self) -> bool:
+        live = self.runner.running
         try:
-            slot = self.file.free.get_nowait()
+            slot = self.file.free.get_nowait() if live else self.file.free.get(timeout=OFFLINE_WAIT_S)
         except Exception:  # queue.Empty: every buffer is still waiting for the writer
             self._rows = None
             self._overflow("no free input buffer")
@@ -206,12 +223,12 @@ class Recorder:
         out = []
         for prefix, name in self._engines:
             e, ro = r.engines[name], r.rollouts[name]
-            q, qd = e.joint_state()
-            pos, quat = e.base_pose()
             cmd = ro.command
             tau, qt = ro._tau, cmd.q_target
-            numbers = np.concatenate((q, qd, tau, qt, pos, quat)).tobytes()
             push = None if cmd.push is None else np.asarray(cmd.push, dtype=float).tobytes()
+            q, qd = e.joint_state()
+            pos, quat = e.base_pose()
+            numbers = np.concatenate((q, qd, tau, qt, pos, quat)).tobytes()
             contacts = [(c.side, c.pos.tolist(), c.fz) for c in e.foot_contacts()]
             sizes = (len(q), len(qd), len(tau), len(qt), 3)
             out.append((prefix, e.time, sizes, numbers, bool(cmd.enabled), push, contacts))

@@ -134,6 +134,8 @@ class Recordings:
                 prefix = "" if i == 0 else f"/{n}"
                 topics.update({prefix + t: s for t, s in fmt.TOPICS.items()})
             topics.update(fmt.SERVICE_TOPICS)
+            extra = fmt.extra_topics(runner)
+            topics.update({t: schema["title"] for t, schema in extra.items()})
             m = robot.model
             head = {
                 "recording": {
@@ -164,9 +166,11 @@ class Recordings:
                 attachments=attachments,
                 dims=dims,
                 topics=topics,
+                schemas={schema["title"]: schema for schema in extra.values()},
                 dt=runner.dt,
                 max_bytes=int(max_mb * 1e6),
                 names=list(robot.joint_names),
+                weight=float(robot.model.body_mass.sum() * np.linalg.norm(robot.model.opt.gravity)),
             )
         except OSError as exc:
             with contextlib.suppress(OSError):  # a file begun before the failure

@@ -2,7 +2,8 @@
 
 :class:`lab.record.process.RecordingFile` starts it as ``python -m lab.record.writer`` (a fresh interpreter,
 nothing of the simulation process is forked) and feeds it through its stdin; it answers on its stdout. So the
-JSON encoding, the MCAP records and zstd run beside the simulation instead of holding its GIL.
+JSON encoding, the MCAP records (:class:`lab.record.mcap_out.McapOut`) and zstd run beside the simulation instead
+of holding its GIL.
 
 The wire: frames of a ``<I`` length and a payload (:func:`write_frame`, :func:`read_frame`).
 
@@ -12,22 +13,28 @@ The wire: frames of a ``<I`` length and a payload (:func:`write_frame`, :func:`r
   went away, the file is finished ``failed``.
 - out: ``("free", slot)`` when an input buffer is done with, ``("good", bytes)`` now and then (the file up to
   there is whole records of the data section: where a file is cut back to if this process dies), ``("end",
-  state, reason)`` when this process ends the recording by itself (the size limit; a write that failed), and
-  last ``("done", state, reason, bytes)``: the file is finished and closed.
+  state, reason)`` when this process ends the recording by itself (the size limit; a write that failed),
+  ``("full", reason)`` when the disk refused more room (the recording ends ``failed``, the file still takes its
+  end), and last ``("done", state, reason, bytes)``: the file is finished and closed.
 
 The per-step inputs do not travel through the pipe: they are in a shared memory ``pool`` (a memfd of ``slots``
 buffers of ``rows x width`` float64, mapped by both processes); ``("rows", k, slot, a, b, last)`` says that rows
 ``a:b`` of buffer ``slot`` hold the inputs of steps ``k ..`` (``last``: the simulation is done with that buffer).
 Other items: ``("key", k, sim_time, kind, state bytes)``, ``("metrics", k, sim_time, sample dict)``, ``("snap", k,
 mode, [(prefix, sim_time, sizes, numbers bytes, enabled, push bytes or None, contacts)])`` (see
-:meth:`lab.record.recorder.Recorder._snapshot`), ``("event", k, sim_time, kind, data)``.
+:meth:`lab.record.recorder.Recorder._snapshot`), ``("event", k, sim_time, kind, data)``, ``("json", k, sim_time,
+topic, data)`` (a message on one of the service's own topics, :meth:`lab.record.recorder.Recorder.message`).
 
-Every write goes through :class:`_Sink`, which knows where the last complete write ended: when one fails (disk
-full, a quota, the file system gone read-only) the file is cut back there and closed with a data-end record and
-a footer (:func:`end_without_summary`), so it stays a valid, finished MCAP (without the summary index: readers
-read it linearly), and the recording ends ``failed`` with the reason. The size limit ends it ``done``.
+Every write goes through :class:`_Sink`, which keeps room allocated ahead of the data: when the disk refuses
+more (full, a quota, ``ulimit -f``) the recording ends ``failed`` with the reason and the file is finished in
+that room, with its summary. It also knows where the last complete write ended: when a write fails even so (the
+reserve used up, the file system gone read-only) the file is cut back there and closed with a data-end record
+and a footer (:func:`end_without_summary`), so it stays a valid, finished MCAP (without the summary index:
+readers read it linearly). The size limit ends the recording ``done``.
 """
 
+import contextlib
+import errno
 import mmap
 import os
 import pickle
@@ -35,17 +42,24 @@ import signal
 import struct
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
+import orjson
 from mcap.data_stream import RecordBuilder
 from mcap.records import DataEnd, Footer
-from mcap.writer import MCAP0_MAGIC, CompressionType, Writer
+from mcap.writer import MCAP0_MAGIC
 
 from lab.record import format as fmt
+from lab.record.mcap_out import McapOut
+from lab.record.messages import snapshot_messages
 
 CHUNK_BYTES = 256 * 1024  # uncompressed bytes per MCAP chunk: a seek decompresses about one
 GOOD_EVERY_S = 0.2  # [s] between two ("good", bytes) reports
+RESERVE_BYTES = 4 << 20  # [bytes] kept allocated past the data: room to finish the file when the disk is full
+GROW_BYTES = 256 << 10  # [bytes] allocated at a time
+NICE = 10  # the writer process's niceness (lower priority than the simulation)
 _FRAME = struct.Struct("<I")
 
 
@@ -90,18 +104,39 @@ def send(fd: int, msg: tuple) -> None:
 
 # ---- the file ------------------------------------------------------------------------------------
 class _Sink:
-    """A file that remembers where its last complete write ended (``good``), and cuts back to it on failure."""
+    """A file that remembers where its last complete write ended (``good``), and cuts back to it on failure.
+
+    It keeps :data:`RESERVE_BYTES` allocated past the data (``posix_fallocate``, :data:`GROW_BYTES` at a time):
+    when the disk (a quota, ``ulimit -f``) refuses more, ``full`` says why and the writes go on into the reserve,
+    so the file can still be finished with its summary. A write that fails even so sets ``broken`` (the file is
+    then cut back to ``good`` and closed without a summary: :func:`end_without_summary`). :meth:`close` gives the
+    unused reserve back."""
 
     def __init__(self, path: Path):
         self.f = open(path, "wb", buffering=0)  # noqa: SIM115 (closed by close())
         self.pos = 0
         self.good = 0
+        self.allocated = 0  # [bytes] the file's allocated length
+        self.full: OSError | None = None
         self.broken: OSError | None = None
+        self._allocate = hasattr(os, "posix_fallocate")
 
     def write(self, data) -> int:
         if self.broken is not None:
             raise self.broken
-        view = memoryview(data)
+        view = memoryview(data).cast("B")
+        size = len(view)
+        end = self.pos + size
+        if self._allocate and self.full is None and end + RESERVE_BYTES > self.allocated:
+            want = end + RESERVE_BYTES + GROW_BYTES
+            try:
+                os.posix_fallocate(self.f.fileno(), self.allocated, want - self.allocated)
+                self.allocated = want
+            except OSError as exc:
+                if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):  # not on this file system
+                    self._allocate = False
+                else:  # ENOSPC, EDQUOT, EFBIG: finish the file in the reserve
+                    self.full = exc
         try:
             while view:
                 n = self.f.write(view)
@@ -110,9 +145,8 @@ class _Sink:
             self.broken = exc
             self.f.truncate(self.good)
             raise
-        self.pos += len(data)
-        self.good = self.pos
-        return len(data)
+        self.pos = self.good = end
+        return size
 
     def tell(self) -> int:
         return self.pos
@@ -121,6 +155,8 @@ class _Sink:
         pass
 
     def close(self) -> None:
+        if self.allocated > self.pos:
+            self.f.truncate(self.pos)
         self.f.close()
 
 
@@ -140,19 +176,33 @@ class McapWriter:
     """One MCAP file: its head written now, then :meth:`run` turns the items read from the input into messages.
 
     ``head``: metadata name -> {str: str}; ``attachments``: (name, media type, bytes); ``dims``: nu, nv, nx
-    (= nbody*6) of the exact engine or None; ``topics``: topic -> schema name of every JSON topic; ``dt`` [s];
-    ``max_bytes``: the size at which the recording ends ``done``; ``names``: the joint names; ``pool``: ``(fd,
-    slots, rows, width)`` of the shared input buffers (with ``dims``).
+    (= nbody*6) of the exact engine or None; ``topics``: topic -> schema name of every JSON topic; ``schemas``:
+    name -> JSON schema of those not in :data:`lab.record.format.SCHEMAS` (a service's own topics); ``dt`` [s];
+    ``max_bytes``: the size at which the recording ends ``done``; ``names``: the joint names; ``weight`` [N]: the
+    robot's weight (the scale of the contact arrows); ``pool``: ``(fd, slots, rows, width)`` of the shared input buffers (with ``dims``).
     """
 
     def __init__(
-        self, path, *, head: dict, attachments: list, dims, topics: dict, dt: float, max_bytes: int, names, pool=None
+        self,
+        path,
+        *,
+        head: dict,
+        attachments: list,
+        dims,
+        topics: dict,
+        dt: float,
+        schemas: dict | None = None,
+        max_bytes: int,
+        names,
+        weight: float,
+        pool=None,
     ):
         self.path = Path(path)
         self.dt_ns = int(round(dt * 1e9))
         self.max_bytes = max_bytes
         self.dims = dims
-        self.names = list(names)
+        self.names = orjson.Fragment(orjson.dumps(list(names)))  # the joint names' JSON, made once
+        self.weight = weight
         self._seq = 0
         self._block = None  # (k0, [row arrays]) being gathered into one /mujoco/inputs message
         self._push = None  # (k start, force (3,)) of the push acting on the exact engine
@@ -167,11 +217,12 @@ class McapWriter:
             self.pool = np.ndarray((slots, rows, width), dtype="<f8", buffer=self._mm)
         self.sink = _Sink(self.path)
         try:
-            self.mcap = Writer(self.sink, chunk_size=CHUNK_BYTES, compression=CompressionType.ZSTD)
-            self.mcap.start(profile=fmt.PROFILE, library="humanoid-sim-lab lab.record")
+            self.mcap = McapOut(self.sink, CHUNK_BYTES)
+            self.mcap.start(fmt.PROFILE, "humanoid-sim-lab lab.record")
             self.channels = {}
+            catalog = {**fmt.SCHEMAS, **(schemas or {})}
             for topic, schema in topics.items():
-                sid = self.mcap.register_schema(schema, "jsonschema", fmt.dumps(fmt.SCHEMAS[schema]))
+                sid = self.mcap.register_schema(schema, "jsonschema", fmt.dumps(catalog[schema]))
                 self.channels[topic] = self.mcap.register_channel(topic, "json", sid)
             if dims is not None:
                 meta = {"nu": str(dims[0]), "nv": str(dims[1]), "nx": str(dims[2]), "dt": repr(dt)}
@@ -186,13 +237,17 @@ class McapWriter:
                 self.mcap.add_metadata(name, data)
             for name, media, data in attachments:
                 self.mcap.add_attachment(now, 0, name, media, data)
+            if self.sink.full is not None:  # no room for a recording: refused at the start
+                raise self.sink.full
         except BaseException:
             self.sink.close()
             raise
 
     def run(self, inp, out: int) -> None:
         """Read batches from ``inp`` until ``close`` (or the end of the input), write them, finish the file; the
-        status goes to file descriptor ``out``."""
+        status goes to file descriptor ``out`` (while it can: the simulation process gone, the file is finished
+        all the same)."""
+        self._out = out
         reported = time.monotonic()
         final = None
         try:
@@ -210,22 +265,13 @@ class McapWriter:
                             _, k, slot, a, b, last = item
                             self._rows(self.pool[slot, a:b], k)
                             if last:
-                                send(out, ("free", slot))
+                                self._status(("free", slot))
                         else:
                             self._handle(item)
-                    if self.sink.pos >= self.max_bytes and not self._ending:
-                        self._ending = True
-                        send(
-                            out,
-                            (
-                                "end",
-                                "done",
-                                f"reached the size limit of {self.max_bytes / 1e6:g} MB; recording stopped",
-                            ),
-                        )
+                    self._check_limits()
                     if time.monotonic() - reported >= GOOD_EVERY_S:
                         reported = time.monotonic()
-                        send(out, ("good", self.sink.good))
+                        self._status(("good", self.sink.good))
             except _Terminated:
                 final = ("failed", "the recording writer process was terminated")
             self._flush_block()
@@ -233,24 +279,46 @@ class McapWriter:
             self.mcap.add_metadata("result", {"state": final[0], "reason": final[1], "ended": _iso()})
             self.mcap.finish()
             self.sink.close()
-            send(out, ("done", final[0], final[1], self.sink.pos))
-        except OSError as exc:
-            self._salvage(f"cannot write {self.path.name}: {exc.strerror or exc}", out)
-        except Exception as exc:  # a bug in the writer: still a finished file and a reason
-            import traceback
+        except Exception as exc:
+            if self.sink.broken is not None:  # a write failed even in the reserve
+                reason = f"cannot write {self.path.name}: {self.sink.broken.strerror or self.sink.broken}"
+            else:  # a bug in the writer: still a finished file and a reason
+                traceback.print_exc()
+                reason = f"the recording writer failed: {type(exc).__name__}: {exc}"
+            self._salvage(reason)
+            return
+        self._status(("done", final[0], final[1], self.sink.pos))
 
-            traceback.print_exc()
-            self._salvage(f"the recording writer failed: {type(exc).__name__}: {exc}", out)
+    def _check_limits(self) -> None:
+        """After each batch: the size limit ends the recording ``done``; a full disk ends it ``failed`` (the
+        simulation side sends its last rows and keyframe, the file is finished in the reserve)."""
+        if self._ending:
+            return
+        if self.sink.full is not None:
+            self._ending = True
+            exc = self.sink.full
+            reason = (
+                f"cannot write {self.path.name}: {exc.strerror or exc} (the disk is full, or a quota or file size "
+                "limit is reached); recording stopped, the file is finished"
+            )
+            self._status(("full", reason))
+        elif self.sink.pos >= self.max_bytes:
+            self._ending = True
+            self._status(("end", "done", f"reached the size limit of {self.max_bytes / 1e6:g} MB; recording stopped"))
 
-    def _salvage(self, reason: str, out: int) -> None:
+    def _status(self, msg: tuple) -> None:
+        with contextlib.suppress(OSError):  # the simulation process is gone: the end of the input tells
+            send(self._out, msg)
+
+    def _salvage(self, reason: str) -> None:
         reason = f"{reason}; the file ends at {self.sink.good} bytes (no index: read linearly)"
         try:
             end_without_summary(self.sink.f, self.sink.good)
-            self.sink.close()
+            self.sink.f.close()
         except OSError as exc:
             reason += f"; closing it failed too: {exc.strerror or exc}"
-        send(out, ("end", "failed", reason))
-        send(out, ("done", "failed", reason, self.sink.good))
+        self._status(("end", "failed", reason))
+        self._status(("done", "failed", reason, self.sink.good))
 
     def _message(self, topic: str, k: int, data: bytes) -> None:
         self._seq += 1
@@ -269,21 +337,27 @@ class McapWriter:
         elif kind == "snap":  # ("snap", k, mode, [engine snapshot])
             _, k, mode, engines = item
             for snap in engines:
-                for topic, msg in _snapshot_messages(snap, self.names, mode, k * self.dt_ns):
+                for topic, msg in snapshot_messages(snap, self.names, mode, k * self.dt_ns, self.weight):
                     self._message(topic, k, fmt.dumps(msg))
         elif kind == "event":  # ("event", k, sim_time, kind, data)
             self._event_in(*item[1:])
+        elif kind == "json":  # ("json", k, sim_time, topic, data)
+            _, k, t, topic, data = item
+            self._message(topic, k, fmt.dumps(_stamped({"sim_time": t, **data}, k * self.dt_ns)))
 
     # ---- per-step inputs: blocks of BLOCK steps, pushes seen in xfrc_applied --------------------------
     def _rows(self, rows: np.ndarray, k: int) -> None:
+        """The inputs of steps ``k ..`` (a view of a shared buffer): copied (the buffer goes back to the
+        simulation), watched for pushes, gathered into blocks."""
         nu, nv, _ = self.dims
+        rows = rows.copy()
+        self._watch_push(rows[:, nu + nv :], k)
         i = 0
         while i < len(rows):
             if self._block is None:
                 self._block = (k + i, [])
             room = fmt.BLOCK - (k + i) % fmt.BLOCK
-            part = rows[i : i + room].copy()  # the buffer goes back to the simulation
-            self._watch_push(part[:, nu + nv :], k + i)
+            part = rows[i : i + room]
             self._block[1].append(part)
             i += len(part)
             if (k + i) % fmt.BLOCK == 0:
@@ -340,68 +414,6 @@ def _stamped(msg: dict, ns: int) -> dict:
     return {"timestamp": fmt.stamp(ns), **msg}
 
 
-def _snapshot_messages(snap: tuple, names: list, mode: str, ns: int) -> list:
-    """``(topic, message)`` of one engine's snapshot (see :meth:`lab.record.recorder.Recorder._snapshot`): its
-    numbers rounded to :data:`~lab.record.format.DIGITS` decimals."""
-    prefix, t, sizes, numbers, enabled, push, contacts = snap
-    n = fmt.DIGITS
-    t = round(t, 6)
-    flat = np.round(np.frombuffer(numbers, "<f8"), n)
-    q, qd, tau, q_target, pos, quat = (a.tolist() for a in np.split(flat, np.cumsum(sizes)))
-    ts = fmt.stamp(ns)
-    (x, y, z), (qw, qx, qy, qz) = pos, quat
-    position, orientation = {"x": x, "y": y, "z": z}, {"x": qx, "y": qy, "z": qz, "w": qw}
-    return [
-        (
-            prefix + "/joint_states",
-            {
-                "header": {"stamp": {"sec": ts["sec"], "nanosec": ts["nsec"]}, "frame_id": ""},
-                "name": names,
-                "position": q,
-                "velocity": qd,
-                "effort": tau,
-                "sim_time": t,
-            },
-        ),
-        (
-            prefix + "/base",
-            {
-                "timestamp": ts,
-                "frame_id": "world",
-                "pose": {"position": position, "orientation": orientation},
-                "sim_time": t,
-            },
-        ),
-        (
-            prefix + "/contacts",
-            {
-                "timestamp": ts,
-                "sim_time": t,
-                "contacts": [
-                    {
-                        "side": "left" if side == 0 else "right",
-                        "position": dict(zip("xyz", np.round(p, n).tolist(), strict=True)),
-                        "force_n": round(fz, 3),
-                    }
-                    for side, p, fz in contacts
-                ],
-            },
-        ),
-        (
-            prefix + "/command",
-            {
-                "timestamp": ts,
-                "sim_time": t,
-                "mode": mode,
-                "enabled": enabled,
-                "q_target": q_target,
-                "tau": tau,
-                "push": None if push is None else np.round(np.frombuffer(push, "<f8"), n).tolist(),
-            },
-        ),
-    ]
-
-
 def _iso(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() if t is None else t))
 
@@ -422,6 +434,7 @@ def main() -> int:
     os.dup2(2, 1)  # a stray print goes to stderr, never into the status frames
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the simulation process, which ends the recording
     signal.signal(signal.SIGTERM, _on_sigterm)
+    os.nice(NICE)  # a busy machine gives the simulation the CPU first; the input buffers absorb the delay
     inp = open(0, "rb", buffering=1 << 20, closefd=False)  # noqa: SIM115 (stdin, for the life of the process)
     data = read_frame(inp)
     if data is None:

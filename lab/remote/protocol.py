@@ -29,6 +29,16 @@ CONTROL_FIELDS = ("actuator", "value", "duration_s")
 MAX_BODY_BYTES = 4096  # a control body is ~80 bytes; anything bigger is refused (413)
 STATE_FIELDS = ("sequence", "simulation_time", "server_instance_id", "model", "qpos", "qvel", "active_control")
 EXAMPLE_BODY = '{"actuator": "motor_left_elbow", "value": 2.0, "duration_s": 0.25}'
+# the state server's runtime actions (the Lab passes them through as POST /api/remote/runtime/<action>):
+# action -> (its path on the state server, whether the token gates it; a stop never is)
+RUNTIME_ACTIONS = {
+    "arm": (f"{API}/arm", True),
+    "start": (f"{API}/runtime/start", True),
+    "faults": (f"{API}/runtime/faults", True),
+    "estop/clear": (f"{API}/estop/clear", True),
+    "stop": (f"{API}/runtime/stop", False),
+    "estop": (f"{API}/estop", False),
+}
 
 
 class ControlRejected(LabError):

@@ -6,6 +6,12 @@ and a background thread that advances it in real time through the Lab's
 the latest published snapshot or set a command, both under the lock. An accepted command replaces
 that actuator's torque from the mode for ``duration_s`` of *simulation* time; the thread clears it
 at expiry by itself. The HTTP/WebSocket face is :mod:`lab.web.state_server`.
+
+Remote control: once motion is armed (a reason and an expiry), :meth:`StateSim.start_runtime` makes the
+simulation follow a policy server through a :class:`~lab.remote.runtime.Runtime` ticked every 20 ms of
+the thread's steps on the wall clock (requests from worker threads: the tick never waits); the e-stop
+(:meth:`StateSim.estop`, or the runtime's own after an 8 s hold) replaces every torque with damping
+until :meth:`StateSim.clear_estop` is confirmed.
 """
 
 import json
@@ -19,6 +25,9 @@ import mujoco
 import numpy as np
 
 from lab.errors import LabError
+from lab.remote.clock import WallClock
+from lab.remote.episode import RECORD_TOPICS, DampableEngine, FollowMode, record_to, sense
+from lab.remote.faults import Link, get_profile
 from lab.remote.protocol import (
     DEFAULT_ALLOWED,
     DEMO_LIMIT,
@@ -27,10 +36,11 @@ from lab.remote.protocol import (
     ControlRequest,
     fmt_num,
 )
+from lab.remote.runtime import Runtime, RuntimeConfig
+from lab.remote.transport import HttpTransport
 from lab.robots.model import Robot, load_robot
 from lab.runtime.modes import LAB_MODES
 from lab.runtime.realtime import RealtimeRunner
-from lab.sim.mujoco_engine import MujocoEngine
 
 log = logging.getLogger("lab.remote.server")
 
@@ -39,12 +49,17 @@ STREAM_HZ = 100  # default rate of WS /api/v1/stream [Hz]; ?hz= picks 1..200
 MAX_LAG_S = 0.25  # further behind real time than this, the thread drops the backlog instead of racing [s]
 ENDPOINTS = (
     "GET /api/v1/health, GET /api/v1/state, POST /api/v1/control, POST /api/v1/control/stop, "
-    "POST /api/v1/reset, WS /api/v1/stream"
+    "POST /api/v1/reset, WS /api/v1/stream, GET /api/v1/runtime, POST /api/v1/arm, POST /api/v1/runtime/start, "
+    "POST /api/v1/runtime/stop, POST /api/v1/estop, POST /api/v1/estop/clear, POST /api/v1/runtime/faults"
 )
 
 
-class _CommandedEngine(MujocoEngine):
-    """MuJoCo engine whose ``step`` lets one accepted command replace one actuator's torque."""
+MAX_ARM_S = 600.0  # [s] arming motion lasts at most this long
+
+
+class _CommandedEngine(DampableEngine):
+    """MuJoCo engine whose ``step`` lets one accepted command replace one actuator's torque (and the e-stop
+    replace every torque with damping)."""
 
     override = None  # (actuator index, value [N·m]) or None
 
@@ -74,6 +89,7 @@ class StateSim(RealtimeRunner):
     """One MjData stepped in real time by the runner's thread; snapshots and commands under its lock."""
 
     service = "the state server"
+    record_topics = RECORD_TOPICS  # a recording also has the runtime's /observation and /action_chunk
 
     def __init__(self, robot: Robot, mode: str = "stand", allow_actuators=DEFAULT_ALLOWED, modes: dict | None = None):
         for name in allow_actuators:
@@ -110,10 +126,28 @@ class StateSim(RealtimeRunner):
             max_chunk=10,  # at most 10 ms of simulation per hold of the lock
         )
         self.rollout = self.rollouts["mujoco"]
+        self.clock = WallClock()
+        self.runtime: Runtime | None = None  # the remote-control runtime while one runs
+        self.link = Link(get_profile("healthy"), 0, self.clock.now())
+        self.armed: dict | None = None  # {"reason", "until" [s, wall monotonic], "expires_s"} while motion is armed
+        self.estopped = False  # latched by POST /estop or by the runtime; cleared only with confirmation
+        self.last_runtime: Runtime | None = None  # the one that ran last (its status stays readable)
+        self.policy_url: str | None = None
+        self._follow: FollowMode | None = None
+        self._control_every = int(round(self.runtime_config().dt / self.dt))
 
     # --- the runner's hooks -------------------------------------------------------------------
 
     def _tick(self) -> None:
+        rt = self.runtime
+        if rt is not None and self.steps % self._control_every == 0:
+            now = self.clock.now()
+            if self.armed is not None and now >= self.armed["until"]:
+                self._stop_runtime("arming expired")
+            else:
+                self._follow.set_target(rt.tick(now, lambda: sense(self.engine)))
+                self.estopped = self.estopped or rt.estopped
+        self.engine.estop_kd = self.rollout.gains.kd if self.estopped else None
         self.rollout.step()
         cmd = self.active
         if cmd is not None and self.data.time >= cmd["expires_at"] - 1e-9:
@@ -122,12 +156,21 @@ class StateSim(RealtimeRunner):
             self._next_pub += PUBLISH_DT
             self._publish_snapshot()
 
+    def reset(self) -> None:
+        """Back to the start pose at t=0 in the stand mode (a running runtime is stopped first)."""
+        self.stop_runtime("reset")
+        super().reset()
+
     def _on_reset(self) -> None:
         self._end_command("reset")
         self._next_pub = PUBLISH_DT
 
     def _make_sample(self, metrics: dict):
         return metrics["mujoco"]
+
+    def sample_dict(self, sample) -> dict:
+        """A metrics sample as the recording writes it (``/metrics``)."""
+        return sample.to_dict()
 
     def stop(self) -> None:
         self._stop.set()
@@ -169,6 +212,125 @@ class StateSim(RealtimeRunner):
         }
         self._snapshot = Snapshot(self._sequence, state, json.dumps(state, separators=(",", ":")))
         self._lock.notify_all()
+
+    # --- remote control: the runtime, arming, e-stop, faults (lock held where it says) --------------------
+    @staticmethod
+    def runtime_config() -> RuntimeConfig:
+        return RuntimeConfig()
+
+    def arm(self, reason, expires_s) -> dict:
+        """Arm motion for ``expires_s`` [s] (0 < expires_s <= 600) with a ``reason`` (non-empty words)."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise LabError("arming needs a reason", 'send {"reason": "why the robot may move", "expires_s": 60}')
+        if isinstance(expires_s, bool) or not isinstance(expires_s, (int, float)) or not 0 < expires_s <= MAX_ARM_S:
+            raise LabError(f"expires_s {expires_s!r:.20} is outside (0, {MAX_ARM_S:g}]", "arming expires: e.g. 60 s")
+        with self._lock:
+            self.armed = {
+                "reason": reason.strip()[:200],
+                "until": self.clock.now() + float(expires_s),
+                "expires_s": float(expires_s),
+            }
+            self._note("armed", reason=self.armed["reason"], expires_s=float(expires_s))
+            return self.arming()
+
+    def arming(self) -> dict:
+        a = self.armed
+        left = a["until"] - self.clock.now() if a is not None else 0.0
+        if a is None or left <= 0:
+            return {"armed": False, "reason": None, "expires_in_s": 0.0}
+        return {"armed": True, "reason": a["reason"], "expires_in_s": round(left, 3)}
+
+    def start_runtime(self, policy_url: str) -> dict:
+        """Follow the policy at ``policy_url`` (needs motion armed and no e-stop); the runtime's status."""
+        if not self.arming()["armed"]:
+            raise LabError("motion is not armed", 'POST /api/v1/arm {"reason": "...", "expires_s": 60} first', 409)
+        if self.estopped:
+            raise LabError("the e-stop is latched", 'POST /api/v1/estop/clear {"confirm": true} first', 409)
+        with self._lock:
+            self._stop_runtime("restarted")
+            transport = HttpTransport(policy_url, self.link, self.clock)
+            rt = Runtime(self.robot, transport, self.runtime_config(), on_event=self._runtime_event)
+            record_to(rt, self)
+            rt.target = self.rollout.command.q_target.copy()
+            self._follow = FollowMode(self.robot)
+            self._follow.set_target(rt.target)
+            self.rollout.set_mode(self._follow)
+            self.mode_name, self.runtime, self.policy_url = FollowMode.name, rt, policy_url
+            self._note("runtime_start", policy_url=policy_url)
+            return self._runtime_status()
+
+    def stop_runtime(self, why: str = "stopped") -> dict:
+        """Stop following (back to the stand mode); never refused."""
+        with self._lock:
+            self._stop_runtime(why)
+            return self._runtime_status()
+
+    def _stop_runtime(self, why: str) -> None:
+        rt, self.runtime = self.runtime, None
+        if rt is None:
+            return
+        rt.transport.close()
+        self.last_runtime = rt
+        made = self._make_modes("stand")
+        self.rollout.set_mode(made["mujoco"])
+        self.mode_name = "stand"
+        rt.log.add(self.clock.now(), "runtime_stopped", why)
+
+    def estop(self) -> dict:
+        """Latch the e-stop now (damped, zero target): never gated, never refused."""
+        with self._lock:
+            self.estopped = True
+            if self.runtime is not None:
+                self.runtime.estop(self.clock.now(), "requested")
+            self._note("estop", by="request")
+            return self._runtime_status()
+
+    def clear_estop(self, confirm) -> dict:
+        """Clear a latched e-stop: only with ``confirm`` true."""
+        if confirm is not True:
+            raise LabError("clearing the e-stop needs confirmation", 'send {"confirm": true}')
+        with self._lock:
+            if self.runtime is not None:
+                self.runtime.clear_estop(self.clock.now(), True)
+            self.estopped = False
+            self._note("estop_cleared")
+            return self._runtime_status()
+
+    def set_faults(self, profile, seed=0) -> dict:
+        """Inject fault ``profile`` (seeded) between the runtime and the policy from now on."""
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+            raise LabError(f"seed {seed!r:.20} is not an integer in [0, 2^32)", "e.g. 0")
+        with self._lock:
+            self.link = Link(get_profile(profile), seed, self.clock.now())
+            if self.runtime is not None:
+                self.runtime.transport.set_link(self.link)
+                self.runtime.log.add(self.clock.now(), "fault_profile", profile)
+            self._note("fault_profile", profile=profile, seed=seed)
+            return self._runtime_status()
+
+    def runtime_status(self) -> dict:
+        with self._lock:
+            return self._runtime_status()
+
+    def _runtime_status(self) -> dict:
+        rt = self.runtime or self.last_runtime
+        now = self.clock.now()
+        out = rt.status(now) if rt is not None else {"state": "idle", "events": []}
+        if rt is not None and self.runtime is None:
+            out["state"] = "stopped"
+        if self.estopped:
+            out["state"] = "estop"
+        out.update(
+            running=self.runtime is not None,
+            estopped=self.estopped,
+            arming=self.arming(),
+            faults=self.link.describe(),
+            policy_url=self.policy_url,
+        )
+        return out
+
+    def _runtime_event(self, kind: str, data: dict) -> None:
+        self._note(f"runtime_{kind}", **data)
 
     # --- what the handlers call ---------------------------------------------------------------
 

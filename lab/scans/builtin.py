@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from lab.scans.kinds import Metric, Param, ScanKind, write_json
+from lab.scans.recording import RECORDING, PointRecording, point_label, recorded_run, wants_recording
 
 # ---------------------------------------------------------------- walk_stability
 
@@ -37,9 +38,18 @@ def walk_point(params: dict, out_dir: Path, model: str | None = None) -> dict:
     ``controller`` "feedback": the DCM feedback walker (``lab.walking.feedback_run.run_feedback_walk``)
     commanded ``vx = step_len / FeedbackParams().period`` for ``steps`` steps, lifting ``step_height``;
     "pd": the joint-PD closed loop of 03_walk (``lab.walking.run.run_walk``). A point without the
-    parameter (a scan made before it existed) is a "pd" point, as it was then."""
-    controller = params.get("controller", "pd")
+    parameter (a scan made before it existed) is a "pd" point, as it was then. With the recording flag the same
+    walk is stepped with the Lab's recorder attached (lab.scans.recording) and leaves recording.mcap."""
     robot = _robot(model) if model else None
+    if not wants_recording(params):
+        return _walk(params, robot, out_dir, None)
+    with PointRecording(robot or _robot(model), out_dir, point_label(params)) as rec:
+        return _walk(params, rec.robot, out_dir, rec.stepper)
+
+
+def _walk(params: dict, robot, out_dir: Path, stepper) -> dict:
+    """The walk of :func:`walk_point` on ``robot`` (None: the default one), stepped by ``stepper`` (None: its own)."""
+    controller = params.get("controller", "pd")
     if controller == "pd":
         from lab.walking.run import run_walk
 
@@ -50,6 +60,7 @@ def walk_point(params: dict, out_dir: Path, model: str | None = None) -> dict:
             seed=int(params["seed"]),
             out_dir=out_dir,
             robot=robot,
+            stepper=stepper,
         )
         out = _flat(summary, drop=("controller",))
         out["steps_completed"] = summary.get("steps_before_fall")
@@ -66,6 +77,7 @@ def walk_point(params: dict, out_dir: Path, model: str | None = None) -> dict:
         params=prm,
         seed=int(params["seed"]),
         out_dir=out_dir,
+        stepper=stepper,
     )
     out = _flat(summary, drop=("controller",))
     out["vx_cmd_mps"] = round(vx, 6)  # before the walker's own bound (vx_max)
@@ -120,7 +132,7 @@ WALK_STABILITY = ScanKind(
     summarize=summarize_walk,
     timeout_s=600.0,
     requires="lab.walking.run",
-    artifacts=("walk_curves.png", "summary.json", "walk_trace.csv"),
+    artifacts=("walk_curves.png", "summary.json", "walk_trace.csv", RECORDING),  # RECORDING: with "record"
     example={"step_len": "0.02, 0.04", "step_height": "0.02, 0.04", "steps": "6", "controller": "feedback"},
 )
 
@@ -128,13 +140,31 @@ WALK_STABILITY = ScanKind(
 # ---------------------------------------------------------------- push_recovery
 
 PUSH_FIRST_S = 0.5  # [s] of quiet standing before the push
+DIRECTIONS = {"forward": (1.0, 0.0), "backward": (-1.0, 0.0), "left": (0.0, 1.0), "right": (0.0, -1.0)}
+
+
+def _push_mode(robot, push, direction: str):
+    """The push mode with its push along ``direction`` (forward: the mode itself, +x)."""
+    import numpy as np
+
+    from lab.control.modes import Command, Push
+
+    class DirectedPush(Push):
+        def __init__(self, robot, **kw):
+            super().__init__(robot, **kw)
+            ux, uy = DIRECTIONS[direction]
+            f = self.push_params.force_n
+            self._pushed = Command(self.q_nominal, push=np.array([f * ux, f * uy, 0.0]))
+
+    return (Push if direction == "forward" else DirectedPush)(robot, push=push)
 
 
 def push_point(params: dict, out_dir: Path, model: str | None = None) -> dict:
-    """Stand, push the torso once with ``force_n`` [N] for ``duration_s`` [s], watch for ``seconds`` [s]."""
+    """Stand, push the torso once with ``force_n`` [N] along ``direction`` (default forward, +x) for ``duration_s``
+    [s], watch for ``seconds`` [s]."""
     import numpy as np
 
-    from lab.control.modes import PushParams, get_mode
+    from lab.control.modes import PushParams
     from lab.control.pd import PDGains
     from lab.control.rollout import Rollout, simulate
     from lab.robots.model import FALL_TILT_DEG, load_robot
@@ -144,9 +174,13 @@ def push_point(params: dict, out_dir: Path, model: str | None = None) -> dict:
     robot = load_robot(model)
     force, duration, seconds = float(params["force_n"]), float(params["duration_s"]), float(params["seconds"])
     push = PushParams(force_n=force, duration_s=duration, period_s=60.0, first_s=PUSH_FIRST_S).validated()
-    rollout = Rollout(MujocoEngine(robot), PDGains.for_robot(robot), get_mode("push", robot, push=push))
+    direction = params.get("direction", "forward")
+    mode = _push_mode(robot, push, direction)
     t_sim = time.perf_counter()
-    samples = simulate(rollout, seconds, sample_dt=0.01)
+    if wants_recording(params):  # the same run, stepped with the Lab's recorder attached (lab.scans.recording)
+        samples = recorded_run(robot, mode, seconds, out_dir, point_label(params), sample_dt=0.01)
+    else:
+        samples = simulate(Rollout(MujocoEngine(robot), PDGains.for_robot(robot), mode), seconds, sample_dt=0.01)
     sim_wall = time.perf_counter() - t_sim
     t = np.array([m.sim_time for m in samples])
     z = np.array([m.pelvis_z for m in samples])
@@ -159,6 +193,7 @@ def push_point(params: dict, out_dir: Path, model: str | None = None) -> dict:
     summary = {
         "force_n": force,
         "duration_s": duration,
+        "direction": direction,
         "impulse_ns": force * duration,
         "seconds": seconds,
         "recovered": not fell,
@@ -192,8 +227,7 @@ def push_point(params: dict, out_dir: Path, model: str | None = None) -> dict:
                     m.support,
                 ]
             )
-    _push_figure(out_dir / "push_curves.png", t, z, pitch, roll, x, summary)
-    return summary
+    return summary  # push_curves.png is drawn when first asked for (draw_push_figure), off the scan's path
 
 
 def first_fall_time(robot, samples) -> float | None:
@@ -202,6 +236,22 @@ def first_fall_time(robot, samples) -> float | None:
         if robot.has_fallen(m.pelvis_z, m.pitch_deg, m.roll_deg):
             return round(float(m.sim_time), 6)
     return None
+
+
+def draw_push_figure(out_dir: Path, path: Path) -> None:
+    """``push_curves.png`` of a finished push point into ``path``, from its ``summary.json`` and ``push_trace.csv``."""
+    import json
+
+    import numpy as np
+
+    out_dir = Path(out_dir)
+    s = json.loads((out_dir / "summary.json").read_text())
+    with open(out_dir / "push_trace.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    t, z, pitch, roll, x = (
+        np.array([float(r[c]) for r in rows]) for c in ("sim_time", "pelvis_z", "pitch_deg", "roll_deg", "forward_x")
+    )
+    _push_figure(path, t, z, pitch, roll, x, s)
 
 
 def _push_figure(path: Path, t, z, pitch, roll, x, s: dict) -> None:
@@ -244,36 +294,49 @@ def _finite(v) -> bool:
 
 
 def push_thresholds(points: list[dict]) -> list[dict]:
-    """Per push duration: the largest force recovered from, the smallest that fell, and the threshold between.
+    """Per push direction and duration: the bracket [last recovered, first fell] of the force, never a midpoint.
 
-    ``threshold_n`` is the midpoint of the first recovered -> fell transition in force order
-    (None while either side is missing); ``monotonic`` says whether every recovery lies below every fall.
+    ``bracket[1]`` (``first_fail_n``) is the smallest force that fell, ``bracket[0]`` (``last_pass_n``) the
+    largest recovered below it; ``tol_n`` = their gap, how well this grid knows the threshold. None where
+    the grid has no such force: ``[max recovered, None]`` when every force was recovered from (the threshold
+    lies above), ``[None, min fell]`` when every force fell (below). ``monotonic`` says whether every
+    recovery lies below every fall; ``label`` says all of it in words.
     """
-    by_dur: dict[float, list] = {}
+    by_line: dict[tuple, list] = {}
     for p in points:
         m = p.get("metrics") or {}
         if p.get("status") != "done" or "recovered" not in m:
             continue
-        by_dur.setdefault(float(p["params"]["duration_s"]), []).append(
-            (float(p["params"]["force_n"]), bool(m["recovered"]))
-        )
+        line = (p["params"].get("direction", "forward"), float(p["params"]["duration_s"]))
+        by_line.setdefault(line, []).append((float(p["params"]["force_n"]), bool(m["recovered"])))
     out = []
-    for d in sorted(by_dur):
-        rows = sorted(by_dur[d])
+    for direction, d in sorted(by_line, key=lambda k: (list(DIRECTIONS).index(k[0]), k[1])):
+        rows = sorted(by_line[(direction, d)])
         rec = [f for f, ok in rows if ok]
         fell = [f for f, ok in rows if not ok]
         first_fall = fell[0] if fell else None
         below = [f for f in rec if first_fall is None or f < first_fall]
-        threshold = (below[-1] + first_fall) / 2 if (below and first_fall is not None) else None
+        last = below[-1] if below else None
+        if last is not None and first_fall is not None:
+            label = f"threshold in [{last:g}, {first_fall:g}] N (tol {first_fall - last:g} N)"
+        elif first_fall is None:
+            label = f"recovered at every force up to {last:g} N: the threshold is above"
+        else:
+            label = f"fell at every force, from {first_fall:g} N: the threshold is below"
         out.append(
             {
+                "direction": direction,
                 "duration_s": d,
+                "bracket": [last, first_fall],
+                "last_pass_n": last,
+                "first_fail_n": first_fall,
+                "tol_n": round(first_fall - last, 6) if last is not None and first_fall is not None else None,
+                "impulse_bracket_ns": [round(f * d, 6) if f is not None else None for f in (last, first_fall)],
                 "max_recovered_n": max(rec) if rec else None,
                 "min_fell_n": first_fall,
-                "threshold_n": threshold,
-                "threshold_impulse_ns": threshold * d if threshold is not None else None,
                 "monotonic": not rec or not fell or max(rec) < min(fell),
                 "points": len(rows),
+                "label": label,
             }
         )
     return out
@@ -289,11 +352,13 @@ PUSH_RECOVERY = ScanKind(
     name="push_recovery",
     title="Push recovery: push force x push duration",
     description=f"Stand, then one horizontal push on the torso at t = {PUSH_FIRST_S:g} s; a point records "
-    "whether the robot recovered or fell and its peak pitch; the scan reports the threshold force per duration.",
+    "whether the robot recovered or fell and its peak pitch; the scan reports the force bracket "
+    "[last recovered, first fell] per direction and duration. A search bisects the force instead of sweeping it.",
     params=(
         Param("duration_s", 0.1, 0.01, 1.0, "s", description="push duration"),
-        Param("force_n", 40.0, 0.0, 200.0, "N", description="push force along +x"),
+        Param("force_n", 40.0, 0.0, 200.0, "N", description="push force"),
         Param("seconds", 3.0, 1.0, 20.0, "s", description="simulated time per point"),
+        Param("direction", "forward", choices=tuple(DIRECTIONS), description="+x, -x, +y, -y on the torso"),
     ),
     point=push_point,
     metrics=(
@@ -307,7 +372,8 @@ PUSH_RECOVERY = ScanKind(
     pass_key="recovered",
     summarize=summarize_push,
     timeout_s=300.0,
-    artifacts=("push_curves.png", "summary.json", "push_trace.csv"),
+    artifacts=("push_curves.png", "summary.json", "push_trace.csv", RECORDING),  # RECORDING: with "record"
+    figures={"push_curves.png": draw_push_figure},
     example={"duration_s": "0.05:0.2:0.05", "force_n": "20:100:20"},
 )
 
@@ -325,7 +391,6 @@ SITUATION_TEXT = {
     "pd_stand": "joint-PD stand (the push mode's stand), the baseline",
     "pd_walk": "joint-PD walk of 03_walk.py, the baseline (it falls by itself)",
 }
-DIRECTIONS = {"forward": (1.0, 0.0), "backward": (-1.0, 0.0), "left": (0.0, 1.0), "right": (0.0, -1.0)}
 PLANE = {"forward": "sagittal", "backward": "sagittal", "left": "lateral", "right": "lateral"}
 
 
@@ -587,9 +652,15 @@ def push_threshold_point(params: dict, out_dir: Path, model: str | None = None) 
         w.writerow(["trial", *cols, "captures", "sim_s"])
         for i, t in enumerate(res["trials"]):
             w.writerow([i, *("" if t[c] is None else t[c] for c in cols), t["captures"], t["sim_s"]])
-    _threshold_figure(out_dir / "trials.png", summary)
     shown = ("trials", "push_vector", "fall_rule", *params)  # the parameters are the point's own columns already
     return {k: v for k, v in summary.items() if k not in shown}
+
+
+def draw_threshold_figure(out_dir: Path, path: Path) -> None:
+    """``trials.png`` of a finished push_threshold point into ``path``, from its ``summary.json`` (every trial)."""
+    import json
+
+    _threshold_figure(path, json.loads((Path(out_dir) / "summary.json").read_text()))
 
 
 def _threshold_figure(path: Path, s: dict) -> None:
@@ -748,6 +819,7 @@ PUSH_THRESHOLD = ScanKind(
     timeout_s=900.0,
     requires="lab.walking.feedback_run",
     artifacts=("trials.png", "summary.json", "trials.csv", "pd_walk_curves.png"),
+    figures={"trials.png": draw_threshold_figure},
     example={
         "situation": "stand_feedback, stand_step, walk, pd_stand, pd_walk",
         "direction": "forward, backward, left, right",
@@ -814,6 +886,41 @@ PROBE = ScanKind(
     hidden=True,
     artifacts=("summary.json",),
     example={"work_s": "0.5", "fail": "0, 1"},
+)
+
+
+# ---------------------------------------------------------------- boundary_probe (search, refine and scale checks)
+
+
+def boundary_value(x: float, y: float) -> float:
+    """Where boundary_probe's PASS/FAIL boundary runs along x at a given y: 50 + 20 sin(y / 15)."""
+    return 50.0 + 20.0 * math.sin(y / 15.0)
+
+
+def boundary_point(params: dict, out_dir: Path, model: str | None = None) -> dict:
+    """PASS (``ok``) when ``x`` lies below :func:`boundary_value` at ``y``; returns at once and writes nothing."""
+    x, y = float(params["x"]), float(params["y"])
+    edge = boundary_value(x, y)
+    return {"margin": round(edge - x, 6), "ok": x < edge}
+
+
+# Not in builtin_kinds(): tests and benchmarks add it to a table, make_kinds(*builtin_kinds(), BOUNDARY_PROBE).
+BOUNDARY_PROBE = ScanKind(
+    name="boundary_probe",
+    title="Boundary probe: a known PASS/FAIL boundary, no simulation",
+    description="PASS when x < 50 + 20 sin(y / 15); a point returns at once. Checks search, refine and "
+    "10,000-point scans against a boundary known exactly.",
+    params=(
+        Param("x", 0.0, 0.0, 100.0, "", description="searched or swept across the boundary"),
+        Param("y", 0.0, 0.0, 100.0, "", description="moves the boundary"),
+    ),
+    point=boundary_point,
+    metrics=(Metric("margin", "distance to the boundary", better="high"), Metric("ok", "ok")),
+    heat_metric="margin",
+    pass_key="ok",
+    timeout_s=60.0,
+    hidden=True,
+    example={"x": "0:100:10", "y": "0:100:10"},
 )
 
 

@@ -1,10 +1,12 @@
 """Scan kinds: an experiment with named parameters (numbers or choices) and a per-point function; grids over them.
 
-A kind is one :class:`ScanKind`. Its ``point`` function runs in a child process (see
+A kind is one :class:`ScanKind`. Its ``point`` function runs in a worker process (see
 :mod:`lab.scans.executors`) as ``point(params, out_dir, model) -> dict``: it writes its own
-artifacts (``summary.json``, a trace CSV, a figure) into ``out_dir`` and returns the numbers of the
-point (flat: numbers, booleans, short strings). ``summarize`` turns the finished points of a scan
-(as dicts) into the scan's headline numbers (e.g. the push force threshold per duration).
+artifacts (``summary.json``, a trace CSV) into ``out_dir`` and returns the numbers of the point
+(flat: numbers, booleans, short strings). A figure named in ``figures`` is drawn from those files
+only when it is first asked for (:mod:`lab.scans.figures`), never while the scan runs. ``summarize``
+turns the finished points of a scan (as dicts) into the scan's headline numbers (e.g. the push force
+threshold per duration).
 
 This module only defines the types and the grid parser; it imports no kind. The built-in kinds are
 defined in :mod:`lab.scans.builtin`, and :mod:`lab.scans.registry` builds the one name -> kind
@@ -106,6 +108,8 @@ class ScanKind:
     requires: str = ""  # a module the point function needs; the kind is unavailable without it
     artifacts: tuple = field(default=())  # file names a point writes (figure first)
     example: dict = field(default_factory=dict)  # param -> values text the page's form starts with
+    # figure name -> draw(out_dir, path): draws it from the point's files when first asked for (lab.scans.figures)
+    figures: dict = field(default_factory=dict)
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -269,6 +273,11 @@ class Grid:
         return [{**self.fixed, **dict(zip(names, combo))} for combo in itertools.product(*self.axes.values())]
 
 
+def default_value(p: Param):
+    """The value a parameter left out of a grid takes."""
+    return int(p.default) if p.integer and not p.is_choice else p.default
+
+
 def parse_grid(kind: ScanKind, grid) -> Grid:
     """Validate a ``{param: values}`` grid for ``kind``; bad input raises a LabError listing what is accepted."""
     hint = kind.params_hint() + '; values as a list [0.02, 0.04], "0.02, 0.04" or a range "0.02:0.06:0.01"'
@@ -281,11 +290,7 @@ def parse_grid(kind: ScanKind, grid) -> Grid:
         if name not in names:
             raise LabError(f"unknown parameter '{name}' for scan kind '{kind.name}'", hint)
     axes = {p.name: expand_values(p, grid[p.name], hint) for p in kind.params if p.name in grid}
-    fixed = {
-        p.name: (int(p.default) if p.integer and not p.is_choice else p.default)
-        for p in kind.params
-        if p.name not in grid
-    }
+    fixed = {p.name: default_value(p) for p in kind.params if p.name not in grid}
     g = Grid(kind.name, axes, fixed)
     if g.size > MAX_POINTS:
         shape = " x ".join(str(len(v)) for v in axes.values())

@@ -8,6 +8,7 @@ ends (on a Ray worker too: it travels as a dict through :meth:`Outcome.to_dict`)
 The JSON of both keeps the field names the store and the API have always used.
 """
 
+import math
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import Enum
@@ -144,3 +145,73 @@ class Point:
         """The fields GET /api/scans/<id> lists per point."""
         d = self.to_dict()
         return {k: d[k] for k in ("index", "params", "status", "metrics", "wall_s", "compute_s", "error", "attempts")}
+
+
+# ---------------------------------------------------------------- the points as columns
+
+STATUS_CODES = {
+    PointStatus.PENDING: "p",
+    PointStatus.RUNNING: "r",
+    PointStatus.DONE: "d",
+    PointStatus.ERROR: "e",
+    PointStatus.CANCELLED: "c",
+    PointStatus.INTERRUPTED: "i",
+}
+
+
+def summary_records(points: list[Point]) -> list[dict]:
+    """What a kind's ``summarize`` reads of each point (status, params, metrics), without copying the rest."""
+    return [{"status": p.status.value, "params": p.params, "metrics": p.metrics} for p in points]
+
+
+def _number(v):
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (int, float)) and math.isfinite(v):
+        return float(f"{v:.6g}")
+    return None
+
+
+def point_table(points: list[Point], kind) -> dict:
+    """Every point as columns, what the scans page draws its heatmap from (a 10,000-point scan in ~0.3 MB).
+
+    ``axes``: the parameters that take more than one value, in the kind's order; ``values``: every
+    parameter's sorted values; ``coords[axis][i]``: the position of point i's value in ``values[axis]``;
+    ``status``: one letter per point (p pending, r running, d done, e error, c cancelled, i interrupted);
+    ``pass``: one letter per point (1 PASS, 0 FAIL, - not known); ``metrics[key][i]``: the kind's metrics
+    (booleans as 1/0, 6 significant digits, None where missing)."""
+    names = [p.name for p in kind.params]
+    seen = {n: set() for n in names}
+    for p in points:
+        for n in names:
+            if n in p.params:
+                seen[n].add(p.params[n])
+    values = {}
+    for prm in kind.params:
+        vs = seen[prm.name]
+        values[prm.name] = [c for c in prm.choices if c in vs] if prm.is_choice else sorted(vs)
+    axes = [n for n in names if len(values[n]) > 1]
+    where = {a: {v: k for k, v in enumerate(values[a])} for a in axes}
+    keys = [m.key for m in kind.metrics]
+    if kind.pass_key and kind.pass_key not in keys:
+        keys.append(kind.pass_key)
+    status, verdict = [], []
+    coords = {a: [] for a in axes}
+    metrics = {k: [] for k in keys}
+    for p in points:
+        status.append(STATUS_CODES[p.status])
+        ok = p.metrics.get(kind.pass_key) if p.status == PointStatus.DONE and kind.pass_key else None
+        verdict.append("-" if ok is None else "1" if ok else "0")
+        for a in axes:
+            coords[a].append(where[a].get(p.params.get(a), -1))
+        for k in keys:
+            metrics[k].append(_number(p.metrics.get(k)) if p.status == PointStatus.DONE else None)
+    return {
+        "n": len(points),
+        "axes": axes,
+        "values": values,
+        "coords": coords,
+        "status": "".join(status),
+        "pass": "".join(verdict),
+        "metrics": metrics,
+    }

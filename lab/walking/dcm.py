@@ -32,6 +32,12 @@ innermost loop at the physics rate.
 6. **Posture.** The commanded pelvis orientation feeds back the measured tilt (``k_tilt``); beyond
    ``swing_measured_deg`` of tilt the swing leg is solved from the measured pelvis pose, so the foot lands
    where it was sent.
+7. **Hip strategy.** A push toward the stance foot early in single support drives the DCM over the foot's
+   outer edge, where the reach box forbids the crossover step that would catch it and the ankle has no
+   torque left. When the ZMP command leaves the stance foot outward, the pelvis leans into the push
+   (``hip_gain`` per metre of excess beyond ``hip_deadband``, at most ``hip_max``, back at ``hip_return``):
+   the upper body's angular momentum moves the centroidal moment pivot beyond the foot while the swing foot
+   is in the air.
 
 Everything is measured through the engine interface (base pose, joint angles, CoM, foot contacts), so
 MuJoCo and PyBullet run the same law. :mod:`lab.walking.feedback_run` runs it headless; the ``walk``
@@ -98,6 +104,10 @@ class FeedbackParams:
     same_foot_at: float = 0.02  # ... by more than this from the feet's midline at the end of double support [m]
     capture_step: bool = True  # standing, step when the DCM leaves the feet (else ankle/CoM feedback only)
     capture_at: float = 0.8  # ... leaves this share of the feet's polygon [-]
+    hip_gain: float = 6.0  # hip strategy: pelvis lean per metre of ZMP command outside the stance foot [rad/m]
+    hip_deadband: float = 0.02  # ... counted beyond this much excess [m]
+    hip_max: float = 0.45  # ... at most [rad]
+    hip_return: float = 1.0  # ... coming back upright at most this fast [rad/s]
     capture_height: float = 0.05  # swing apex of capture steps [m]; their swing leg is solved from the measured pelvis
     dt: float = 0.01  # control tick [s]
     ik: IKConfig = field(default_factory=lambda: IKConfig(max_iters=15))
@@ -259,6 +269,7 @@ class FeedbackWalker:
         self.deficit = np.zeros(3)  # commanded minus walked distance (x, y [m], yaw [rad]) in the walking frame
         self.speed_trim = np.zeros(3)  # added to the commanded speed so that the feet realise it [m/s]
         self.saturated = False
+        self.lean = np.zeros(2)  # hip strategy: pelvis lean, rotation vector (x, y) in the heading frame [rad]
         self.adjust = np.zeros(2)
         self.step_cut = False  # the reach box cut the last foothold the DCM asked for
         self.events = []
@@ -383,6 +394,7 @@ class FeedbackWalker:
         K = 1.0 + p.k_xi / w
         zmp = p_ref + K * err + p.k_i * self.xi_int
         zmp_star, self.saturated = clamp_to_polygon(zmp, poly)
+        self._hip_strategy(zmp - zmp_star, dt)
         if self.phase == "ss" and p.adjust_after <= self.swing_s < p.freeze:  # step adjustment
             tau = max(self.ss_left + p.ds, 0.0)
             end_err = self._predict_error(err, p_ref, xi_ref, poly, tau)
@@ -423,6 +435,25 @@ class FeedbackWalker:
             xi = z + (xi - z) * a
             ref = p_ref + (ref - p_ref) * a
         return xi - ref
+
+    def _hip_strategy(self, excess: np.ndarray, dt: float) -> None:
+        """Lean the pelvis into a push that drives the DCM out over the stance foot's outer edge.
+
+        ``excess`` (2,) [m] is the ZMP command beyond the support polygon (``p* - clamp(p*)``). In single support
+        its part outward of the stance foot (toward the side a crossover step would be needed) beyond
+        ``hip_deadband`` is taken: the pelvis and the upper body lean that way by ``hip_gain`` per metre (at most
+        ``hip_max``), faster than the PD can, so their angular momentum moves the centroidal moment pivot
+        outward (``L' = -m g d``) while the swing foot is still in the air; the lean comes back at
+        ``hip_return``, and no lean the other way starts before it has. Walking undisturbed the ZMP command
+        never leaves the stance foot outward."""
+        p = self.params
+        h = rot(self.heading).T @ excess
+        out = SIDE_SIGN[self.support] * h[1] - p.hip_deadband if self.phase == "ss" else 0.0
+        want = np.clip(np.array([-p.hip_gain * SIDE_SIGN[self.support] * max(out, 0.0), 0.0]), -p.hip_max, p.hip_max)
+        want = np.where(want * self.lean < 0.0, 0.0, want)
+        back = p.hip_return * dt
+        grow = np.abs(want) > np.abs(self.lean)
+        self.lean = np.where(grow, want, self.lean - np.clip(self.lean - want, -back, back))
 
     def _ankle_torque(self, shift: np.ndarray) -> None:
         """Move the CoP by ``shift`` (2,) [m]: ankle torques ``(dx a_y - dy a_x) F_z`` added as target offsets."""
@@ -578,7 +609,8 @@ class FeedbackWalker:
         stance leg's PD leans the pelvis back toward upright harder than the tilt leans it away."""
         qy = yaw_quat(yaw)
         k = self.params.k_tilt
-        if k <= 0.0 or not hasattr(self, "_base"):
+        lean = np.array([*self.lean, 0.0])  # the hip strategy's lean, held against the tilt feedback
+        if (k <= 0.0 and not self.lean.any()) or not hasattr(self, "_base"):
             return qy
         conj = np.array([qy[0], -qy[1], -qy[2], -qy[3]])
         tilt = np.zeros(4)
@@ -586,7 +618,7 @@ class FeedbackWalker:
         vel = np.zeros(3)
         mujoco.mju_quat2Vel(vel, tilt, 1.0)
         vel[2] = 0.0
-        corr = np.clip(-k * vel, -self.params.tilt_clip, self.params.tilt_clip)
+        corr = lean + np.clip(-k * (vel - lean), -self.params.tilt_clip, self.params.tilt_clip)
         angle = float(np.linalg.norm(corr))
         if angle < 1e-9:
             return qy

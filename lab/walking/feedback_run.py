@@ -11,13 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.control.pd import PDGains
-from lab.control.rollout import Rollout
 from lab.robots.model import FALL_TILT_DEG, load_robot
 from lab.sim.engines import make_engine
 from lab.walking.dcm import FeedbackParams
 from lab.walking.mode import Walk
-from lab.walking.run import write_summary_and_trace
+from lab.walking.run import own_stepper, write_summary_and_trace
 
 TRACE_COLUMNS = (
     "t_s",
@@ -62,13 +60,15 @@ def run_feedback_walk(
     turn_to_deg: float | None = None,
     seed: int = 0,
     out_dir=None,
+    stepper=None,
 ) -> dict:
     """Walk ``steps`` steps at (``vx``, ``vy``, ``yaw_rate``) [m/s, m/s, rad/s] after ``stand_s`` [s] of standing.
 
     ``push``: ``{"t_s", "fx_n", "fy_n", "duration_s"}``, a horizontal force on the torso (world frame) from
     ``t_s`` [s]. ``turn_to_deg``: stop turning once the heading has turned this far (a turn on the spot).
     The run ends ``settle_s`` after the robot stands again, at a fall (+0.5 s), or at ``max_s``.
-    Deterministic (``seed`` seeds numpy and is recorded). Summary keys carry their unit.
+    Deterministic (``seed`` seeds numpy and is recorded). Summary keys carry their unit. ``stepper``: as
+    :func:`lab.walking.run.run_walk` takes it (default a bare :class:`~lab.control.rollout.Rollout`).
     """
     np.random.seed(seed)
     robot = robot if robot is not None else load_robot()
@@ -76,15 +76,47 @@ def run_feedback_walk(
     eng = make_engine(engine, robot)
     try:
         return _run(
-            robot, eng, engine, vx, vy, yaw_rate, steps, prm, push, stand_s, settle_s, max_s, turn_to_deg, seed, out_dir
+            robot,
+            eng,
+            engine,
+            vx,
+            vy,
+            yaw_rate,
+            steps,
+            prm,
+            push,
+            stand_s,
+            settle_s,
+            max_s,
+            turn_to_deg,
+            seed,
+            out_dir,
+            stepper or own_stepper,
         )
     finally:
         eng.close()
 
 
-def _run(robot, eng, engine, vx, vy, yaw_rate, steps, prm, push, stand_s, settle_s, max_s, turn_to_deg, seed, out_dir):
+def _run(
+    robot,
+    eng,
+    engine,
+    vx,
+    vy,
+    yaw_rate,
+    steps,
+    prm,
+    push,
+    stand_s,
+    settle_s,
+    max_s,
+    turn_to_deg,
+    seed,
+    out_dir,
+    stepper,
+):
     mode = Walk(robot, controller="feedback", feedback=prm, command=(0.0, 0.0, 0.0))
-    rollout = Rollout(eng, PDGains.for_robot(robot), mode)
+    rollout, tick = stepper(eng, mode)
     ctl = mode.controller
     dt = eng.dt
     every = max(1, int(round(prm.dt / dt)))
@@ -112,7 +144,7 @@ def _run(robot, eng, engine, vx, vy, yaw_rate, steps, prm, push, stand_s, settle
                 )
                 push_on = on
         if i:
-            rollout.step()
+            tick()
         if i % every == 0:
             row = _row(ctl, rollout, eng, x0)
             rows.append(row)

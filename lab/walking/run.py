@@ -52,12 +52,16 @@ TRACE_COLUMNS = [
 ]
 
 
-def run_walk(step_len=0.04, step_height=0.035, steps=6, seed=0, out_dir=None, robot=None) -> dict:
+def run_walk(step_len=0.04, step_height=0.035, steps=6, seed=0, out_dir=None, robot=None, stepper=None) -> dict:
     """Walk ``steps`` steps of ``step_len`` [m] lifting ``step_height`` [m] in MuJoCo; return the summary.
 
     The run is deterministic (``seed`` seeds numpy and is recorded; nothing random is drawn by
     default). It stops 0.5 s after a fall. With ``out_dir`` it writes ``summary.json``,
     ``walk_trace.csv`` and ``walk_curves.png`` there. Summary keys carry their unit.
+
+    ``stepper(engine, mode) -> (rollout, tick)`` steps the walk instead of a bare :class:`Rollout` (default
+    :func:`own_stepper`): a :class:`Rollout` of ``mode`` on ``engine`` with the robot's PD gains, and ``tick()``,
+    one physics step of it (a scan point's recorder, :class:`lab.scans.recording.PointRecording`).
     """
     np.random.seed(seed)
     robot = robot if robot is not None else load_robot()
@@ -65,7 +69,7 @@ def run_walk(step_len=0.04, step_height=0.035, steps=6, seed=0, out_dir=None, ro
     engine = MujocoEngine(robot)
     mode = Walk(robot, walk=params, loop=False, controller="pd")
     mode.bind(engine)
-    rollout = Rollout(engine, PDGains.for_robot(robot), mode)
+    rollout, tick = (stepper or own_stepper)(engine, mode)
     z_lim, pitch_lim = stability_limits(robot)
     dt = engine.dt
     every = int(round(params.gait.dt / dt))
@@ -76,7 +80,7 @@ def run_walk(step_len=0.04, step_height=0.035, steps=6, seed=0, out_dir=None, ro
     joint_err = np.zeros(robot.model.nu)  # largest |target - actual| per joint before the fall [rad]
     for i in range(n + 1):
         if i:
-            rollout.step()  # the tick: the mode's command (IK at 100 Hz) -> PD -> one physics step
+            tick()  # the tick: the mode's command (IK at 100 Hz) -> PD -> one physics step
         if i % every == 0:
             m = rollout.metrics()  # the state after the tick, against the command that produced it
             if fall_t is None:
@@ -92,6 +96,13 @@ def run_walk(step_len=0.04, step_height=0.035, steps=6, seed=0, out_dir=None, ro
     if out_dir is not None:
         write_outputs(Path(out_dir), summary, rows)
     return summary
+
+
+def own_stepper(engine, mode) -> tuple:
+    """``(rollout, tick)``: a bare :class:`Rollout` of ``mode`` on ``engine`` with the robot's PD gains, and its
+    ``step`` (how the walks step when nobody hands them a ``stepper``)."""
+    rollout = Rollout(engine, PDGains.for_robot(mode.robot), mode)
+    return rollout, rollout.step
 
 
 def _trace_row(ctl: WalkController, m, pelvis, feet) -> dict:

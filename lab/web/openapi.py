@@ -1,11 +1,11 @@
-"""OpenAPI 3.0.3 descriptions of the three services' HTTP APIs, served at ``GET /api/openapi.json``.
+"""OpenAPI 3.0.3 descriptions of the four services' HTTP APIs, served at ``GET /api/openapi.json``.
 
 One dict per service, built by :func:`build_spec` from the same constants the handlers check (push
 limits, real-time factor range, control limits, render presets, scan kinds), so a limit changed in
 the code changes here too. ``register(app)`` adds the route; :func:`lab.web.common.register_common`
 calls it for every app it sets up. The service is found when the spec is asked for: the app's
-``LAB_SERVICE`` config key, else what the app holds (``extensions["state_sim"]``: the state server,
-``"sim2sim"``, ``"lab"``), else the app's name.
+``LAB_SERVICE`` config key, else the app's name when it is one of :data:`SERVICES`, else what the
+app holds (``extensions["state_sim"]``: the state server, ``"sim2sim"``, ``"lab"``).
 
 Every error is ``{"error": str, "hint": str}`` (the state server adds ``"status": "rejected"`` to a
 refused control; the Lab's remote proxy adds ``remote_url``/``remote_status``). Statuses other
@@ -20,11 +20,12 @@ import copy
 from flask import current_app, jsonify
 
 OPENAPI_PATH = "/api/openapi.json"
-SERVICES = ("lab", "sim2sim", "state-server")
+SERVICES = ("lab", "sim2sim", "state-server", "policy-server")
 TITLES = {
     "lab": "Humanoid Sim Lab: the Lab (:8765)",
     "sim2sim": "Sim2Sim (:8767)",
     "state-server": "State server (:8766)",
+    "policy-server": "Policy server (:8768)",
 }
 
 JSON = "application/json"
@@ -772,7 +773,7 @@ def _remote_paths(comps: dict) -> dict:
 
     stopped = obj({"status": {"type": "string", "enum": ["stopped"]}, "cancelled": _command_schema(), **proxied})
     t = ["remote"]
-    return {
+    paths = {
         "/remote": _html("the remote monitor page", "remote_page"),
         "/api/remote/status": {
             "get": op(
@@ -819,6 +820,68 @@ def _remote_paths(comps: dict) -> dict:
             )
         },
     }
+    paths.update(_remote_runtime_paths(comps))
+    return paths
+
+
+def _remote_runtime_paths(comps: dict) -> dict:
+    """The Lab's pass-through to the state server's runtime (``lab.remote.protocol.RUNTIME_ACTIONS``): the
+    state server's status code and answer come back as they are."""
+    from lab.remote.protocol import RUNTIME_ACTIONS
+
+    _runtime_components(comps)
+    bodies = _runtime_bodies()
+    fields = {}
+    for action, b in bodies.items():
+        for k, v in b["properties"].items():
+            fields[k] = {**v, "description": f"{action}: " + v.get("description", k)}
+    body = obj(fields, required=[])
+    body["description"] = "sent on as it is; each action reads its own fields: " + "; ".join(
+        f"{a}: {', '.join(b['properties'])}" for a, b in bodies.items()
+    )
+    gated = [a for a, (_, g) in RUNTIME_ACTIONS.items() if g]
+    action = {
+        "name": "action",
+        "in": "path",
+        "required": True,
+        "description": "; ".join(f"{a} -> POST {path}" for a, (path, _) in RUNTIME_ACTIONS.items())
+        + f" (on the state server); the token gates {', '.join(gated)}, never a stop",
+        "schema": {"type": "string", "enum": list(RUNTIME_ACTIONS)},
+    }
+
+    def passed(*codes):
+        return {
+            str(c): {
+                "description": f"{ERROR_STATUSES[c]} (the state server's answer, or the Lab's own)",
+                "content": {JSON: {"schema": ref("Error")}},
+            }
+            for c in codes
+        }
+
+    answer = {"oneOf": [ref("RuntimeStatus"), ref("Arming")], "description": "arm: Arming; else RuntimeStatus"}
+    t = ["remote"]
+    return {
+        "/api/remote/runtime": {
+            "get": op(
+                "the state server's runtime (GET /api/v1/runtime), passed through",
+                {**_json_ok(ref("RuntimeStatus")), **passed(404, 409), **_errors(502)},
+                op_id="remote_runtime",
+                tags=t,
+            )
+        },
+        "/api/remote/runtime/{action}": {
+            "post": op(
+                "one of the state server's runtime actions, passed through (409: no state server connected)",
+                {**_json_ok(answer), **passed(400, 401, 404, 409, 413), **_errors(502)},
+                params=[action],
+                body=_body(body, required=False),
+                token=True,
+                post=True,
+                op_id="remote_runtime_action",
+                tags=t,
+            )
+        },
+    }
 
 
 # ---------------------------------------------------------------- scans (on the Lab)
@@ -840,11 +903,15 @@ def scan_kinds(app=None) -> dict:
 
 def _scan_paths(comps: dict, app=None) -> dict:
     from lab.scans import kinds as kinds_mod
+    from lab.scans.manager import INLINE_POINTS, MAX_PAGE
+    from lab.scans.points import STATUS_CODES, PointStatus, ScanStatus
+    from lab.scans.search import MAX_STEPS, RESOLUTION
 
     table = scan_kinds(app)
     max_points = getattr(kinds_mod, "MAX_POINTS", 10_000)
     kinds = list(table)
     param_names = sorted({p.name for k in table.values() for p in k.params})
+    number_params = sorted({p.name for k in table.values() for p in k.params if not p.is_choice})
     values = {
         "oneOf": [
             {"type": "array", "items": {"oneOf": [NUM, STR]}, "minItems": 1},
@@ -852,56 +919,173 @@ def _scan_paths(comps: dict, app=None) -> dict:
             {"type": "string", "description": 'a list "a, b, c" or a range "start:stop:step"'},
         ]
     }
+    search = obj(
+        {
+            "param": {"type": "string", "enum": number_params, "description": "a number parameter of the kind"},
+            "bisect": {**arr(NUM, 2), "description": "[lo, hi] inside the parameter's range, lo < hi"},
+            "tol": {
+                "type": "number",
+                "minimum": RESOLUTION * 10,
+                "description": f"the bracket's width at the end, in the parameter's unit (>= 1 for an integer one;"
+                f" at most {MAX_STEPS} halvings)",
+            },
+        },
+        extra=False,
+    )
+    search["description"] = (
+        "bisect param on [lo, hi] per line of the grid's other parameters until the last PASS and the first FAIL"
+        " are at most tol apart (kinds with a PASS/FAIL result; param is not in the grid)"
+    )
     create = obj(
         {
             "kind": {"type": "string", "enum": kinds},
             "grid": {
                 "type": "object",
-                "minProperties": 1,
                 "properties": {n: values for n in param_names},
                 "additionalProperties": False,
                 "description": f"parameter -> values; at most {max_points} points; "
-                "the parameters of the kind (GET /api/scans/kinds)",
+                "the parameters of the kind (GET /api/scans/kinds); with search: the other parameters, "
+                "one line per combination (empty or left out: one line)",
             },
+            "search": search,
             "executor": {"type": "string", "enum": ["local", "ray"]},
             "workers": {"type": "integer", "minimum": 1, "maximum": 256},
             "address": {"type": "string", "minLength": 1, "description": "ray only: 'auto' or 'ray://head:10001'"},
             "timeout_s": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 86400},
+            "record": {
+                **BOOL,
+                "description": "each point keeps recording.mcap (kinds that list it as an artifact); default false",
+            },
         },
-        required=["kind", "grid"],
+        required=["kind"],
         extra=False,
     )
+    create["anyOf"] = [{"required": ["grid"]}, {"required": ["search"]}]
     comps["schemas"]["ScanCreate"] = create
-    counts = obj({k: INT for k in ("pending", "running", "done", "error", "cancelled")}, extra=True)
-    status_enum = {"type": "string"}
+    point_status = {"type": "string", "enum": [s.value for s in PointStatus]}
+    counts = obj({s.value: INT for s in PointStatus}, extra=True)
+    run = obj(
+        {
+            "started_at": NUM,
+            "finished_at": NUM_N,
+            "status": {"type": "string", "enum": [s.value for s in ScanStatus]},
+            "points": INT,
+            "executor": STR,
+            "workers": INT_N,
+        }
+    )
+    metric = obj({"key": STR, "label": STR, "unit": STR, "better": STR_N})
     brief = obj(
         {
             "id": STR,
             "kind": STR,
-            "status": status_enum,
-            "total": INT,
-            "done": INT,
-            "progress": NUM,
-            "counts": counts,
-            "grid": OBJ,
-            "fixed": OBJ,
+            "title": STR,
+            "status": {"type": "string", "enum": [s.value for s in ScanStatus]},
+            "grid": {"type": "object", "additionalProperties": arr({}), "description": "axis -> its values"},
+            "fixed": {**OBJ, "description": "parameter -> the one value it keeps"},
+            "search": {**copy.deepcopy(search), "nullable": True},
             "executor": STR,
             "workers": INT_N,
+            "address": STR_N,
+            "timeout_s": NUM,
+            "record": BOOL,
+            "model": STR_N,
+            "axes": arr(STR),
+            "metrics": arr(metric),
+            "heat_metric": STR,
+            "pass_key": STR,
+            "counts": counts,
+            "done": {**INT, "description": "points done or in error"},
+            "total": INT,
+            "progress": {**rng(0, 1), "description": "a search: lines finished / lines"},
             "eta_s": NUM_N,
             "elapsed_s": NUM_N,
+            "queue_position": {**INT_N, "description": "1: the next queued scan to start; null unless queued"},
+            "max_running": INT,
+            "created_at": NUM,
+            "started_at": NUM_N,
+            "finished_at": NUM_N,
+            "runs": arr(run),
+            "error": STR,
+            "lines": obj({"total": INT, "done": INT}),
+        },
+        required=["id", "kind", "status", "grid", "fixed", "executor", "counts", "done", "total", "progress"]
+        + ["eta_s", "elapsed_s", "queue_position", "max_running", "created_at", "runs"],
+    )
+    brief["properties"]["lines"]["description"] = "a search scan only: its lines, and those finished"
+    comps["schemas"]["ScanBrief"] = brief
+    point_rec = obj(
+        {
+            "index": INT,
+            "params": OBJ,
+            "status": point_status,
+            "metrics": OBJ,
+            "wall_s": NUM_N,
+            "compute_s": NUM_N,
+            "error": STR,
+            "attempts": INT,
         },
         extra=True,
     )
-    comps["schemas"]["ScanBrief"] = brief
-    point_rec = obj(
-        {"index": INT, "params": OBJ, "status": STR, "metrics": OBJ, "error": STR, "attempts": INT}, extra=True
+    comps["schemas"]["ScanPoint"] = point_rec
+    codes = "".join(STATUS_CODES.values())
+    point_table = obj(
+        {
+            "n": INT,
+            "axes": arr(STR),
+            "values": {"type": "object", "additionalProperties": arr({}), "description": "parameter -> sorted values"},
+            "coords": {
+                "type": "object",
+                "additionalProperties": arr(INT),
+                "description": "axis -> per point the position of its value in values[axis] (-1: none)",
+            },
+            "status": {"type": "string", "pattern": f"^[{codes}]*$", "description": "one letter per point: " + codes},
+            "pass": {"type": "string", "pattern": "^[01-]*$", "description": "per point: 1 PASS, 0 FAIL, - unknown"},
+            "metrics": {
+                "type": "object",
+                "additionalProperties": arr(NUM_N),
+                "description": "metric -> per point (booleans as 1/0, 6 significant digits, null where missing)",
+            },
+        }
+    )
+    point_table["description"] = "every point as columns (what the heatmap draws)"
+    threshold = obj(
+        {
+            "params": OBJ,
+            "param": STR,
+            "bracket": {**arr(NUM_N, 2), "description": "[last PASS, first FAIL]; null where the range gave none"},
+            "tol": NUM,
+            "unit": STR,
+            "points": INT,
+            "status": {"type": "string", "enum": ["bracketed", "passes_at_hi", "fails_at_lo", "searching", "error"]},
+            "label": STR,
+        }
     )
     full = copy.deepcopy(brief)
-    full["properties"].update(points=arr(point_rec), summary=OBJ)
-    full["required"] += ["points", "summary"]
+    full["properties"].update(
+        summary=OBJ,
+        table=point_table,
+        thresholds={**arr(threshold), "description": "a search scan only: one bracket per line"},
+        points={
+            **arr(ref("ScanPoint")),
+            "description": f"every point of a scan of at most {INLINE_POINTS} points, else only when asked"
+            " (?points=1: the page)",
+        },
+        points_page=obj({"offset": INT, "limit": INT, "total": INT}),
+        added={**INT, "description": "refine only: the points it added"},
+    )
+    full["properties"]["points_page"]["description"] = "with ?points=1 (or offset/limit): which page points holds"
+    full["required"] += ["summary", "table"]
     comps["schemas"]["Scan"] = full
     point = copy.deepcopy(point_rec)
-    point["properties"].update(files=arr(STR), figure=STR_N, output_tail=STR)
+    point["properties"].update(
+        output_tail=STR,
+        exit_code=INT_N,
+        started_at=NUM_N,
+        finished_at=NUM_N,
+        files={**arr(STR), "description": "the point's files (recording.mcap: a scan launched with record)"},
+        figure=STR_N,
+    )
     point["required"] += ["files", "figure"]
     kind_schema = obj(
         {
@@ -921,16 +1105,48 @@ def _scan_paths(comps: dict, app=None) -> dict:
                     extra=True,
                 )
             ),
-            "metrics": arr(OBJ),
+            "metrics": arr(metric),
+            "heat_metric": STR,
+            "pass_key": STR,
             "available": BOOL,
+            "unavailable_reason": STR,
             "hidden": BOOL,
             "timeout_s": NUM,
+            "artifacts": arr(STR),
         },
         extra=True,
     )
     sid = {"name": "scan_id", "in": "path", "required": True, "schema": STR}
     idx = {"name": "index", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
     name = {"name": "name", "in": "path", "required": True, "schema": STR}
+    page = [
+        {
+            "name": "points",
+            "in": "query",
+            "required": False,
+            "description": f"1: a page of points; 0: none; left out: every point of a scan of at most {INLINE_POINTS}",
+            "schema": {"type": "string", "enum": ["0", "1", "true", "false"]},
+        },
+        {
+            "name": "offset",
+            "in": "query",
+            "required": False,
+            "description": "the page's first point (implies points=1)",
+            "schema": {"type": "integer", "minimum": 0, "maximum": max_points},
+        },
+        {
+            "name": "limit",
+            "in": "query",
+            "required": False,
+            "description": f"points in the page (default and most {MAX_PAGE}; implies points=1)",
+            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+        },
+    ]
+    refine = obj(
+        {"axes": {**arr(STR), "minItems": 1, "description": "number axes of the scan (default: every one)"}},
+        required=[],
+        extra=False,
+    )
     t = ["scans"]
     files = {
         m: {"schema": STR} for m in ("image/png", "text/csv", "text/plain", "text/html", "application/octet-stream")
@@ -941,20 +1157,22 @@ def _scan_paths(comps: dict, app=None) -> dict:
         "/api/scans/kinds": {
             "get": op(
                 "scan kinds: parameters with defaults and limits, metrics",
-                _json_ok(obj({"kinds": arr(kind_schema), "max_points": INT, "executors": arr(STR)})),
+                _json_ok(
+                    obj({"kinds": arr(kind_schema), "max_points": INT, "executors": arr(STR), "max_running": INT})
+                ),
                 op_id="scan_kinds",
                 tags=t,
             )
         },
         "/api/scans": {
             "get": op(
-                "every scan, newest first, without points",
+                "every scan, newest first: counts and progress, no points, no table",
                 _json_ok(obj({"scans": arr(ref("ScanBrief"))})),
                 op_id="scan_list",
                 tags=t,
             ),
             "post": op(
-                "launch a scan (each point in its own process)",
+                "launch a scan (each point in a worker process): a grid of points, or a search per line",
                 {**_json_ok(ref("Scan"), "created", 201), **_errors(400, 503)},
                 body=_body(ref("ScanCreate")),
                 token=True,
@@ -965,9 +1183,9 @@ def _scan_paths(comps: dict, app=None) -> dict:
         },
         "/api/scans/{scan_id}": {
             "get": op(
-                "one scan with its points",
-                {**_json_ok(ref("Scan")), **_errors(404)},
-                params=[sid],
+                "one scan: counts, ETA, summary, the points as columns, a search's thresholds; points on request",
+                {**_json_ok(ref("Scan")), **_errors(400, 404)},
+                params=[sid, *page],
                 op_id="scan_get",
                 tags=t,
             )
@@ -980,6 +1198,19 @@ def _scan_paths(comps: dict, app=None) -> dict:
                 token=True,
                 post=True,
                 op_id="scan_cancel",
+                tags=t,
+            )
+        },
+        "/api/scans/{scan_id}/refine": {
+            "post": op(
+                "add and run points along an ended sweep's PASS/FAIL boundary: the midpoint of each two neighbouring"
+                " done points, one PASS and one FAIL (409: a search, still running, or no such boundary)",
+                {**_json_ok(ref("Scan")), **_errors(400, 404, 409, 503)},
+                params=[sid],
+                body=_body(refine, required=False),
+                token=True,
+                post=True,
+                op_id="scan_refine",
                 tags=t,
             )
         },
@@ -1039,7 +1270,7 @@ def _scan_paths(comps: dict, app=None) -> dict:
         },
         "/api/scans/{scan_id}/points/{index}/{name}": {
             "get": op(
-                "one of a point's files",
+                "one of a point's files (recording.mcap: replayed at /replay?scan={scan_id}&point={index})",
                 {"200": {"description": "the file", "content": files}, **_errors(404)},
                 params=[sid, idx, name],
                 op_id="scan_point_file",
@@ -1049,10 +1280,158 @@ def _scan_paths(comps: dict, app=None) -> dict:
     }
 
 
+# ---------------------------------------------------------------- remote control: the runtime (state server, Lab)
+
+
+def _runtime_components(comps: dict) -> None:
+    """``RuntimeStatus`` and ``Arming`` (lab/remote/state_sim.py, lab/remote/runtime.py) into ``comps``."""
+    from lab.remote.runtime import ESTOP, HOLD, IDLE, REASONS, STREAMING
+
+    comps["schemas"]["Arming"] = obj(
+        {
+            "armed": BOOL,
+            "reason": {**STR_N, "description": "why the robot may move; null when not armed"},
+            "expires_in_s": {**NUM, "minimum": 0, "description": "s of wall time left; 0 when not armed"},
+        }
+    )
+    event = obj({"kind": STR, "t": NUM, "count": INT, "detail": STR, "text": STR})
+    chunk = obj(
+        {
+            "id": STR,
+            "observed_at": NUM,
+            "age_ms": NUM,
+            "arrival_age_ms": NUM,
+            "actions_left": INT,
+            "horizon": INT,
+        },
+        nullable=True,
+    )
+    chunk["description"] = "the chunk being followed; null before the first"
+    states = [IDLE, STREAMING, HOLD, ESTOP, "breaker_open", "stopped"]
+    status = obj(
+        {
+            "state": {
+                "type": "string",
+                "enum": states,
+                "description": "estop while latched; stopped once a runtime ran and stopped; idle before any",
+            },
+            "running": BOOL,
+            "estopped": BOOL,
+            "arming": ref("Arming"),
+            "faults": obj({"profile": STR, "seed": INT, "description": STR, "started_at": NUM}),
+            "policy_url": STR_N,
+            "events": {
+                **arr(event),
+                "description": "the runtime's last 40 events, repeats collapsed (t: s since start)",
+            },
+            "runtime_state": {"type": "string", "enum": [IDLE, STREAMING, HOLD, ESTOP]},
+            "breaker": {"type": "string", "enum": ["closed", "open", "half_open"]},
+            "hold_s": {**NUM, "description": "s spent holding in all"},
+            "hold_for_s": {**NUM, "description": "s the current hold has lasted"},
+            "phase": {**NUM, "description": "task phase executed [s]"},
+            "lead_ms": NUM,
+            "in_flight": INT,
+            "chunk": chunk,
+            "max_age_ms": NUM,
+            "latency_ms": arr(NUM),
+            "latency_p95_ms": NUM_N,
+            "rejected": obj({r: INT for r in REASONS}),
+            "counts": {"type": "object", "additionalProperties": INT},
+            "invalid_sent": INT,
+        },
+        required=["state", "running", "estopped", "arming", "faults", "policy_url", "events"],
+    )
+    status["description"] = "the runtime following a policy server (its fields once one has run), arming, faults"
+    comps["schemas"]["RuntimeStatus"] = status
+
+
+def _runtime_bodies() -> dict:
+    """The state server's runtime request bodies, by action (the Lab's pass-through names)."""
+    from lab.remote.faults import PROFILES
+    from lab.remote.state_sim import MAX_ARM_S
+
+    arm = obj(
+        {
+            "reason": {"type": "string", "pattern": r"\S", "description": "why the robot may move (words)"},
+            "expires_s": {
+                "type": "number",
+                "minimum": 0,
+                "exclusiveMinimum": True,
+                "maximum": MAX_ARM_S,
+                "description": "s of wall time the arming lasts (default 60)",
+            },
+        },
+        required=["reason"],
+    )
+    start = obj(
+        {"policy_url": {"type": "string", "pattern": "^https?://", "example": "http://127.0.0.1:8768"}},
+    )
+    faults = obj(
+        {
+            "profile": {"type": "string", "enum": list(PROFILES)},
+            "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1, "description": "default 0"},
+        },
+        required=["profile"],
+    )
+    faults["description"] = "; ".join(f"{p.name}: {p.description}" for p in PROFILES.values())
+    clear = obj({"confirm": {"type": "boolean", "enum": [True]}})
+    return {"arm": arm, "start": start, "faults": faults, "estop/clear": clear}
+
+
+def _runtime_paths(api: str) -> dict:
+    """The state server's remote-control routes (lab/web/state_server.py): runtime, arm, start/stop, e-stop, faults."""
+    bodies = _runtime_bodies()
+    status = ref("RuntimeStatus")
+    t = ["state-server-runtime"]
+
+    def post(summary, op_id, body=None, token=True, codes=(400,)):
+        return {
+            "post": op(
+                summary,
+                {**_json_ok(status), **_errors(*codes)},
+                body=_body(body) if body is not None else None,
+                token=token,
+                post=True,
+                op_id=op_id,
+                tags=t,
+            )
+        }
+
+    arm = post("arm motion for expires_s with a reason", "runtime_arm", bodies["arm"])
+    arm["post"]["responses"]["200"] = _json_ok(ref("Arming"))["200"]
+    return {
+        f"{api}/runtime": {
+            "get": op("the runtime, arming, faults", _json_ok(status), op_id="runtime_status", tags=t),
+        },
+        f"{api}/arm": arm,
+        f"{api}/runtime/start": post(
+            "follow the policy server at policy_url (409 unless armed and no e-stop latched)",
+            "runtime_start",
+            bodies["start"],
+            codes=(400, 409),
+        ),
+        f"{api}/runtime/stop": post(
+            "stop following, back to stand (never gated, never refused)", "runtime_stop", token=False, codes=()
+        ),
+        f"{api}/estop": post(
+            "latch the e-stop: every torque replaced with damping (never gated, never refused)",
+            "estop",
+            token=False,
+            codes=(),
+        ),
+        f"{api}/estop/clear": post(
+            'clear a latched e-stop: only with {"confirm": true}', "estop_clear", bodies["estop/clear"]
+        ),
+        f"{api}/runtime/faults": post(
+            "inject a seeded fault profile between the runtime and the policy", "runtime_faults", bodies["faults"]
+        ),
+    }
+
+
 # ---------------------------------------------------------------- the state server
 
 
-def state_server_spec(allowed=None, actuator_names=None) -> dict:
+def state_server_spec(allowed=None, actuator_names=None, recordings: bool = True) -> dict:
     from lab.remote.protocol import API, DEFAULT_ALLOWED, DEMO_LIMIT, MAX_BODY_BYTES, MAX_DURATION_S
 
     allowed = list(DEFAULT_ALLOWED if allowed is None else allowed)
@@ -1189,8 +1568,110 @@ def state_server_spec(allowed=None, actuator_names=None) -> dict:
             )
         },
     }
+    _runtime_components(comps)
+    paths.update(_runtime_paths(API))
+    if recordings:
+        paths.update(_recordings_paths(comps, "state-server"))  # /api/recordings (lab/web/recordings_api.py)
     ws = {f"{API}/stream?hz=100": "one text message per state (the GET state shape) at hz (1..200)"}
     return _spec("state-server", paths, comps, ws)
+
+
+# ---------------------------------------------------------------- the policy server
+
+
+def policy_server_spec(robot=None) -> dict:
+    """The policy server (lab/web/policy_server.py, lab/remote/policy.py); with ``robot``, the observation's
+    model identity and vector lengths are its own."""
+    from lab.remote.policy import CONTROL_DT, MAX_HORIZON
+
+    comps = _common_components()
+    nu = nq = nv = None
+    sha = {"type": "string", "description": "the model's sha256 (GET /health model.sha256)"}
+    if robot is not None:
+        nu, nq, nv = len(robot.joint_names), int(robot.model.nq), int(robot.model.nv)
+        sha["enum"] = [robot.identity]
+
+    def vec(n, what):
+        return {**arr(NUM, n), "description": what}
+
+    base = obj(
+        {
+            "pos": vec(3, "m, world"),
+            "quat": vec(4, "w, x, y, z"),
+            "vel": vec(3, "m/s"),
+            "ang_vel": vec(3, "rad/s"),
+        },
+        required=[],
+    )
+    observation = obj(
+        {
+            "observed_at": {**NUM, "description": "the robot's clock when it sensed this [s]; the chunk's stamp"},
+            "phase": {**NUM, "minimum": 0, "description": "task time the robot has executed [s]"},
+            "model": {"oneOf": [obj({"sha256": sha}), sha]},
+            "q": vec(nu, "actuated joint angles [rad], joint_names order"),
+            "dq": vec(nu, "rad/s"),
+            "qpos": vec(nq, "instead of q/dq: the full MuJoCo qpos"),
+            "qvel": vec(nv, "and qvel"),
+            "base": base,
+            "horizon": {"type": "integer", "minimum": 1, "maximum": MAX_HORIZON, "description": "actions (default 20)"},
+        },
+        required=["observed_at", "phase", "model"],
+    )
+    observation["anyOf"] = [{"required": ["q", "dq"]}, {"required": ["qpos", "qvel"]}]
+    observation["description"] = "one observation, checked whole (every fault a 400 that says which)"
+    chunk = obj(
+        {
+            "chunk_id": {
+                "type": "string",
+                "pattern": "^[0-9a-f]{12}$",
+                "description": "the same for the same observation",
+            },
+            "observed_at": NUM,
+            "phase": NUM,
+            "model": ref("Identity"),
+            "dt": {**NUM, "description": f"s between actions ({CONTROL_DT:g} for the built-in policy)"},
+            "horizon": INT,
+            "joint_names": arr(STR, nu),
+            "actions": {
+                **arr(arr(NUM, nu)),
+                "description": "horizon joint-target vectors [rad]; action k is due at observed_at + k * dt",
+            },
+        }
+    )
+    health = obj(
+        {
+            "status": {"type": "string", "enum": ["ok"]},
+            "service": {"type": "string", "enum": ["policy-server"]},
+            "model": ref("Identity"),
+            "joint_names": arr(STR, nu),
+            "dt": NUM,
+            "horizon": {**INT, "description": "actions per chunk by default"},
+            "task": obj(
+                {
+                    "kind": {"type": "string", "enum": ["squat_then_stand"]},
+                    "cycles": INT,
+                    "period_s": NUM,
+                    "depth_m": NUM,
+                    "duration_s": NUM,
+                }
+            ),
+        }
+    )
+    t = ["policy-server"]
+    paths = {
+        "/health": {"get": op("the model and task it serves", _json_ok(health), op_id="policy_health", tags=t)},
+        "/predict": {
+            "post": op(
+                "one observation in, one chunk of joint targets out (stateless: no token)",
+                {**_json_ok(chunk), **_errors(400)},
+                body=_body(observation),
+                post=True,
+                op_id="policy_predict",
+                tags=t,
+            )
+        },
+    }
+    return _spec("policy-server", paths, comps, {})
 
 
 # ---------------------------------------------------------------- assembly and serving
@@ -1247,7 +1728,7 @@ def _spec(service: str, paths: dict, comps: dict, websockets: dict) -> dict:
 
 
 def service_of(app) -> str:
-    """``lab``, ``sim2sim`` or ``state-server`` for ``app``."""
+    """``lab``, ``sim2sim``, ``state-server`` or ``policy-server`` for ``app``."""
     svc = app.config.get("LAB_SERVICE")
     if svc in SERVICES:
         return svc
@@ -1287,7 +1768,11 @@ def _build(service: str, app=None) -> dict:
         return sim2sim_spec(list(LOCKSTEP_MODES))
     if service == "state-server":
         sim = ext.get("state_sim")
-        return state_server_spec(list(sim.allowed) if sim is not None else None)
+        recordings = app is None or "recordings" in app.blueprints
+        return state_server_spec(list(sim.allowed) if sim is not None else None, recordings=recordings)
+    if service == "policy-server":
+        policy = ext.get("policy")
+        return policy_server_spec(policy.robot if policy is not None else None)
     raise ValueError(f"unknown service {service!r}; one of {', '.join(SERVICES)}")
 
 
@@ -1597,7 +2082,16 @@ def _replay_paths(comps: dict) -> dict:
     from lab.record.player import REPLAY_OVERLAYS
 
     t = ["replay"]
-    rid = [{"name": "rid", "in": "path", "required": True, "schema": STR}]
+    rid = [
+        {
+            "name": "rid",
+            "in": "path",
+            "required": True,
+            "description": "a stored recording's id, or scan:<scan id>:<point> (the recording a scan point kept:"
+            " lab/web/scan_recordings.py)",
+            "schema": STR,
+        }
+    ]
     job_id = [{"name": "job", "in": "path", "required": True, "schema": STR}]
     event = obj({"t": NUM, "kind": STR, "data": OBJ, "count": INT, "last_t": NUM_N}, required=["t", "kind"])
     timeline = obj(
@@ -1635,29 +2129,29 @@ def _replay_paths(comps: dict) -> dict:
         f"round((t1 - t0) * fps) frames, at most {MAX_FRAMES['mp4']} (MP4) or {MAX_FRAMES['gif']} (GIF,"
         " at most 640x480); fields: " + ", ".join(FIELDS)
     )
-    comps["schemas"]["ExportJob"] = obj(
-        {
-            "job": STR,
-            "recording": STR,
-            "state": {"type": "string", "enum": ["queued", "running", "done", "failed"]},
-            "progress": rng(0, 1),
-            "frames": INT,
-            "frames_done": INT,
-            "t0": NUM,
-            "t1": NUM,
-            "format": {"type": "string", "enum": list(FORMATS)},
-            "width": INT,
-            "height": INT,
-            "fps": INT,
-            "overlays": arr(STR),
-            "stamp": BOOL,
-            "codec": {**STR_N, "description": "libx264 (H.264), mpeg4 where PyAV has no H.264 encoder, or gif"},
-            "bytes": INT_N,
-            "error": STR_N,
-            "seconds": NUM_N,
-            "file": {**STR_N, "description": "GET it once done"},
-        }
-    )
+    job_fields = {
+        "job": STR,
+        "recording": STR,
+        "state": {"type": "string", "enum": ["queued", "running", "done", "failed", "cancelled"]},
+        "progress": rng(0, 1),
+        "frames": INT,
+        "frames_done": INT,
+        "t0": NUM,
+        "t1": NUM,
+        "format": {"type": "string", "enum": list(FORMATS)},
+        "width": INT,
+        "height": INT,
+        "fps": INT,
+        "overlays": arr(STR),
+        "stamp": BOOL,
+        "codec": {**STR_N, "description": "libx264 (H.264), mpeg4 where PyAV has no H.264 encoder, or gif"},
+        "bytes": INT_N,
+        "error": STR_N,
+        "seconds": NUM_N,
+        "file": {**STR_N, "description": "GET it once done"},
+        "deleted": {**BOOL, "description": "DELETE of a finished job: it and its file were removed"},
+    }
+    comps["schemas"]["ExportJob"] = obj(job_fields, required=[k for k in job_fields if k != "deleted"])
     job = ref("ExportJob")
     video = {
         "description": "the video",
@@ -1666,9 +2160,19 @@ def _replay_paths(comps: dict) -> dict:
     return {
         "/replay": {
             "get": op(
-                "the replay page (the newest finished recording without id)",
+                "the replay page (the newest finished recording without id; a scan point's with scan and point)",
                 {"200": {"description": "the page", "content": {"text/html": {"schema": STR}}}},
-                params=[{"name": "id", "in": "query", "required": False, "schema": STR}],
+                params=[
+                    {"name": "id", "in": "query", "required": False, "schema": STR},
+                    {"name": "scan", "in": "query", "required": False, "description": "a scan's id", "schema": STR},
+                    {
+                        "name": "point",
+                        "in": "query",
+                        "required": False,
+                        "description": "with scan: the point whose recording (id scan:<scan>:<point>)",
+                        "schema": STR,
+                    },
+                ],
                 op_id="replay_page",
                 tags=["pages"],
             )
@@ -1710,7 +2214,16 @@ def _replay_paths(comps: dict) -> dict:
                 params=job_id,
                 op_id="replay_export_job",
                 tags=t,
-            )
+            ),
+            "delete": op(
+                "cancel an export (queued: it never runs; running: it stops, its file removed); a finished one is "
+                "removed with its file",
+                {**_json_ok(job), **_errors(404)},
+                params=job_id,
+                token=True,
+                op_id="replay_export_cancel",
+                tags=t,
+            ),
         },
         "/api/exports/{job}/file": {
             "get": op(

@@ -8,7 +8,9 @@ kept, desaturated and dimmed, and the page says why.
 
 Routes: ``GET /remote``; ``GET /api/remote/status``; ``POST /api/remote/connect {"url"}``;
 ``POST /api/remote/control {"actuator", "value", "duration_s"}`` (passed to the server as it is; the
-server's answer and status code come back); ``POST /api/remote/stop``; ``WS /ws/remote`` (frames of the
+server's answer and status code come back); ``POST /api/remote/stop``; the state server's remote-control runtime passed through as it is:
+``GET /api/remote/runtime``, ``POST /api/remote/runtime/{arm,start,faults,estop/clear}`` (the token),
+``POST /api/remote/runtime/{stop,estop}`` (never gated); ``WS /ws/remote`` (frames of the
 remote robot and the monitor status, in the format of :mod:`lab.web.messages`).
 """
 
@@ -16,17 +18,19 @@ import os
 import time
 
 import numpy as np
+import requests
 from flask import Blueprint, current_app, jsonify, render_template, request
 from flask_sock import Sock
 
 from lab.errors import LabError
 from lab.remote.client import DEFAULT_URL, RemoteError, StateClient, normalize_url
+from lab.remote.faults import PROFILES
 from lab.remote.monitor import CONNECTED, MISMATCH, RemoteMonitor
-from lab.remote.protocol import DEFAULT_ALLOWED, DEMO_LIMIT, MAX_DURATION_S
+from lab.remote.protocol import DEFAULT_ALLOWED, DEMO_LIMIT, MAX_DURATION_S, RUNTIME_ACTIONS
 from lab.render.overlays import OVERLAYS
 from lab.render.renderer import Renderer, default_preset
 from lab.web import messages
-from lab.web.common import json_body, require_token
+from lab.web.common import check_token, json_body, require_token
 from lab.web.server import on_stop
 from lab.web.stream import FrameHub, merge_extensions, ws_loop
 from lab.web.view_api import view_extension
@@ -128,7 +132,9 @@ def init_app(
 def page():
     settings = current_app.extensions.get("settings")
     default_url = (settings.monitor_url if settings else None) or DEFAULT_URL
-    return render_template("remote.html", status=status_dict(), page="remote", default_url=default_url)
+    return render_template(
+        "remote.html", status=status_dict(), page="remote", default_url=default_url, fault_profiles=list(PROFILES)
+    )
 
 
 @bp.get("/api/remote/status")
@@ -184,6 +190,38 @@ def api_control():
 @bp.post("/api/remote/stop")
 def api_stop():  # a stop is never blocked by auth
     return _proxy(lambda client: client.stop())
+
+
+def _runtime_call(method: str, path: str, body: bytes | None = None):
+    c = _ctx()
+    url = c["monitor"].url
+    if url is None:
+        raise LabError("no state server to send to", 'connect first: POST /api/remote/connect {"url": ...}', 409)
+    headers = {"Content-Type": "application/json"}
+    if c["token"]:
+        headers["Authorization"] = f"Bearer {c['token']}"
+    try:
+        r = requests.request(method, url + path, data=body, headers=headers, timeout=2.0)
+        data = r.json()
+    except (requests.RequestException, ValueError) as exc:
+        raise LabError(f"state server {url}: {type(exc).__name__}", "is the state server running?", 502) from None
+    return jsonify(data), r.status_code
+
+
+@bp.get("/api/remote/runtime")
+def api_runtime():
+    return _runtime_call("GET", "/api/v1/runtime")
+
+
+@bp.post("/api/remote/runtime/<path:action>")
+def api_runtime_post(action):
+    if action not in RUNTIME_ACTIONS:
+        raise LabError(f"unknown runtime action '{action[:40]}'", f"actions: {', '.join(RUNTIME_ACTIONS)}", 404)
+    path, gated = RUNTIME_ACTIONS[action]
+    if gated:
+        check_token()
+    body = request.get_data(cache=True) or b"{}"
+    return _runtime_call("POST", path, body)
 
 
 @_sock.route("/ws/remote", bp=bp)

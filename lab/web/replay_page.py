@@ -8,7 +8,9 @@ frames from the kinematics) through the 3D view's own messages (:func:`lab.web.v
 
 Routes:
 
-- ``GET /replay[?id=ID]``: the page (the newest finished recording without ``id``);
+- ``GET /replay[?id=ID]``: the page (the newest finished recording without ``id``); ``?scan=SID&point=I``: the
+  recording a scan point kept, id ``scan:SID:I`` (served by :mod:`lab.web.scan_recordings`, registered with
+  :func:`add_source`; every route below takes such an id, read-only);
 - ``WS /ws/replay?id=ID``: frames of the recording at the cursor (a frame header's ``sim_time`` is the
   recording time it shows) and the cursor as ``metrics`` at :data:`CURSOR_HZ`; the client moves it with
   ``{"type": "replay", "t"?, "playing"?, "speed"?, "step"?}`` (:data:`REPLAY_HINT`), answered
@@ -18,7 +20,7 @@ Routes:
 - ``GET /api/recordings/<id>/state?t=T``: the exact qpos at recording time T [s];
 - ``POST /api/recordings/<id>/export`` ``{"t0", "t1", "format", "width", "height", "fps", "overlays",
   "stamp"}`` (:mod:`lab.record.export`): 202 with the job; ``GET /api/exports/<job>``: its progress;
-  ``GET /api/exports/<job>/file``: the MP4 or GIF.
+  ``GET /api/exports/<job>/file``: the MP4 or GIF; ``DELETE /api/exports/<job>``: cancel it (a finished one: remove it).
 """
 
 import collections
@@ -34,7 +36,7 @@ from lab.errors import LabError
 from lab.record import format as fmt
 from lab.record.export import Exports, check_request
 from lab.record.player import REPLAY_OVERLAYS, Player
-from lab.record.reader import open_recording
+from lab.record.reader import file_info, open_recording
 from lab.render.renderer import Renderer
 from lab.web import messages
 from lab.web.common import json_body, require_token
@@ -53,6 +55,7 @@ SETTLE_FRAMES = 30  # frames re-rendered after the state changed, while a follow
 SERIES = ("pelvis_z", "pitch_deg", "max_joint_err")  # /metrics fields the charts draw
 MAX_POINTS = 4000  # points per chart series (a longer recording is thinned evenly)
 REPLAY_HINT = '{"type": "replay", "t": 1.5, "playing": true, "speed": 1.0, "step": 1} (any of them)'
+SCAN_PREFIX = "scan:"  # the ids of scan points' recordings: scan:<scan id>:<point> (lab.web.scan_recordings)
 
 
 class Cursor:
@@ -174,6 +177,7 @@ def init_app(app, width: int = 640, height: int = 480, preset_fn=None) -> None:
         "lock": threading.Lock(),
         "players": collections.OrderedDict(),  # (rid, size, mtime) -> (lock, Recording, Player), for GET state
         "timelines": {},  # (rid, size, mtime) -> the timeline dict
+        "sources": {},  # id prefix -> resolve(rid) -> Path: recordings kept elsewhere (add_source)
     }
     app.extensions["replay"] = ctx
     on_stop(app, exports.close)
@@ -182,8 +186,23 @@ def init_app(app, width: int = 640, height: int = 480, preset_fn=None) -> None:
     app.register_blueprint(bp)
 
 
+def add_source(app, prefix: str, resolve) -> None:
+    """Recordings kept outside the store, read-only: an id starting with ``prefix`` is the file
+    ``resolve(rid)`` returns (a :class:`LabError` 404 that says why when there is none)."""
+    app.extensions["replay"]["sources"][prefix] = resolve
+
+
+def recording_path(rid: str):
+    """The finished file of recording ``rid``: one a source resolves (:func:`add_source`), else the store's."""
+    c = _ctx()
+    for prefix, resolve in c["sources"].items():
+        if rid.startswith(prefix):
+            return resolve(rid)
+    return c["store"].path(rid)
+
+
 def _file_key(rid: str) -> tuple:
-    path = _ctx()["store"].path(rid)
+    path = recording_path(rid)
     st = path.stat()
     return path, (rid, st.st_size, st.st_mtime_ns)
 
@@ -196,12 +215,18 @@ def _finished(store) -> list:
 def page():
     c = _ctx()
     recordings = _finished(c["store"])
-    rid = request.args.get("id") or (recordings[0]["id"] if recordings else None)
+    rid = request.args.get("id")
+    if "scan" in request.args:  # a scan point's recording
+        rid = f"{SCAN_PREFIX}{request.args['scan']}:{request.args.get('point', '')}"
+    rid = rid or (recordings[0]["id"] if recordings else None)
     problem = None
     if rid is not None:
         try:
-            c["store"].info(rid)
-            c["store"].path(rid)
+            path = recording_path(rid)
+            if any(rid.startswith(p) for p in c["sources"]):  # listed first, so the picker shows it
+                recordings = [{"id": rid, **file_info(path)}, *recordings]
+            else:
+                c["store"].info(rid)
         except LabError as exc:
             problem, rid = f"{exc.message} — {exc.hint}", None
     return render_template(
@@ -290,7 +315,7 @@ def api_state(rid):
 @require_token
 def api_export(rid):
     c = _ctx()
-    path = c["store"].path(rid)
+    path = recording_path(rid)
     body = json_body(required=False)
     with open_recording(path) as rec:
         req = check_request(body, rec.duration_s)
@@ -305,6 +330,12 @@ def _job_out(info: dict) -> dict:
 @bp.get("/api/exports/<job>")
 def api_export_job(job):
     return jsonify(_job_out(_ctx()["exports"].info(job)))
+
+
+@bp.delete("/api/exports/<job>")
+@require_token
+def api_export_cancel(job):
+    return jsonify(_job_out(_ctx()["exports"].cancel(job)))
 
 
 @bp.get("/api/exports/<job>/file")
@@ -324,7 +355,7 @@ def _open_view(rid: str):
     with c["lock"]:
         if len(c["viewers"]) >= MAX_VIEWERS:
             raise LabError(f"{MAX_VIEWERS} replay views are open already", "close a replay tab", 429)
-    rec = open_recording(c["store"].path(rid))
+    rec = open_recording(recording_path(rid))
     try:
         cursor = Cursor(round(rec.duration_s, 6), frame_dt_of(rec))
         source = ReplaySource(rec, cursor, c["width"], c["height"], c["preset_fn"]())

@@ -16,7 +16,7 @@ from lab.errors import LabError
 from lab.remote.protocol import API, DEFAULT_ALLOWED, DEMO_LIMIT, MAX_BODY_BYTES, ControlRejected, validate_control
 from lab.remote.state_sim import ENDPOINTS, STREAM_HZ, StateSim, _robot
 from lab.settings import Settings
-from lab.web import make_flask
+from lab.web import make_flask, recordings_api
 from lab.web.common import json_body, require_token
 
 log = logging.getLogger("lab.remote.server")
@@ -91,6 +91,48 @@ def create_state_app(settings=None, token=None, allow_actuators=None, mode=None,
     def control_stop():  # a stop is never blocked by auth
         was = sim.cancel()
         return jsonify({"status": "stopped", "cancelled": was})
+
+    # --- remote control: the runtime following a policy server, arming, e-stop, faults -------------------
+    @app.get(f"{API}/runtime")
+    def runtime_state():
+        return jsonify(sim.runtime_status())
+
+    @app.post(f"{API}/arm")
+    @require_token
+    def arm():  # motion needs a reason and expires
+        body = json_body(label="arm body")
+        return jsonify(sim.arm(body.get("reason"), body.get("expires_s", 60.0)))
+
+    @app.post(f"{API}/runtime/start")
+    @require_token
+    def runtime_start():
+        body = json_body(label="runtime body")
+        url = body.get("policy_url")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise LabError("policy_url must be an http(s) URL", 'send {"policy_url": "http://127.0.0.1:8768"}')
+        return jsonify(sim.start_runtime(url))
+
+    @app.post(f"{API}/runtime/stop")
+    def runtime_stop():  # a stop is never blocked by auth
+        return jsonify(sim.stop_runtime("stopped by request"))
+
+    @app.post(f"{API}/estop")
+    def estop():  # never gated by a token, never refused
+        return jsonify(sim.estop())
+
+    @app.post(f"{API}/estop/clear")
+    @require_token
+    def estop_clear():
+        body = json_body(label="clear body")
+        return jsonify(sim.clear_estop(body.get("confirm")))
+
+    @app.post(f"{API}/runtime/faults")
+    @require_token
+    def runtime_faults():
+        body = json_body(label="faults body")
+        return jsonify(sim.set_faults(body.get("profile"), body.get("seed", 0)))
+
+    recordings_api.init_app(app, "state-server", lambda: sim)
 
     @sock.route(f"{API}/stream")
     def stream(ws):

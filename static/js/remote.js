@@ -133,3 +133,105 @@ window.labView3d = new View3d(sock, [{ canvas: $('view'), view: 'remote' }], { b
 window.remoteStatus = () => lastStatus;
 window.remoteSocket = sock;
 window.remoteView = view;
+
+// ---- the remote-control runtime (the state server's, through /api/remote/runtime) -------------------
+const RT_WHY = {
+  streaming: (r) => `following chunk ${r.chunk?.id ?? ''}`,
+  hold: (r) => `protective hold for ${r.hold_for_s.toFixed(1)} s — no valid chunk covers now (e-stop at 8 s)`,
+  breaker_open: (r) => `breaker open (${r.counts?.failures ?? 0} failed requests so far) — holding, probing again soon`,
+  estop: () => 'latched: damped, zero target; clear needs confirmation',
+  stopped: () => 'runtime stopped; the server stands',
+  idle: () => 'not following a policy',
+};
+
+function plotRuntime(r) {
+  if (!window.Plotly) return;
+  const dark = { paper_bgcolor: 'rgba(0,0,0,0)', plot_bgcolor: 'rgba(0,0,0,0)', font: { color: '#cfd6e4', size: 11 },
+    margin: { l: 40, r: 8, t: 8, b: 34 } };
+  Plotly.react('rt-latency', [{ type: 'histogram', x: r.latency_ms || [], marker: { color: '#5aa9ff' }, nbinsx: 20 }],
+    { ...dark, xaxis: { title: 'latency [ms]' }, yaxis: { title: 'replies' },
+      shapes: r.latency_p95_ms ? [{ type: 'line', x0: r.latency_p95_ms, x1: r.latency_p95_ms, y0: 0, y1: 1, yref: 'paper',
+        line: { color: '#f5c542', dash: 'dot' } }] : [] }, { displayModeBar: false, responsive: true });
+  const reasons = Object.keys(r.rejected || {});
+  Plotly.react('rt-rejected', [{ type: 'bar', x: reasons, y: reasons.map((k) => r.rejected[k]), marker: { color: '#ff5c6c' } }],
+    { ...dark, yaxis: { title: 'chunks' } }, { displayModeBar: false, responsive: true });
+}
+
+function onRuntime(r) {
+  const state = r.state || 'idle';
+  $('rt-state').dataset.state = state;
+  $('rt-state').textContent = state.replace('_', ' ').toUpperCase();
+  $('rt-why').textContent = RT_WHY[state]?.(r) ?? '';
+  const a = r.arming || {};
+  $('rt-armed').textContent = a.armed ? `armed ${a.expires_in_s.toFixed(0)} s: ${a.reason}` : 'not armed';
+  $('rt-armed').className = a.armed ? 'ok' : 'warn';
+  const c = r.chunk;
+  text('rt-chunk', c ? `${c.id} · observed t=${c.observed_at.toFixed(2)} s` : '–');
+  text('rt-left', c ? `${c.actions_left} / ${c.horizon}` : '–');
+  const stale = c && c.arrival_age_ms > r.max_age_ms * 0.8;
+  text('rt-age', c ? `${c.age_ms.toFixed(0)} ms now · ${c.arrival_age_ms.toFixed(0)} ms on arrival (stale > ${r.max_age_ms} ms)` : '–',
+    stale ? 'warn' : '');
+  text('rt-lead', r.lead_ms === undefined ? '–' : `${r.lead_ms} ms (p95 ${r.latency_p95_ms ?? '–'} ms) · ${r.in_flight} in flight`);
+  text('rt-breaker', r.breaker ?? '–', r.breaker === 'closed' ? 'ok' : 'bad');
+  text('rt-phase', r.phase === undefined ? '–' : `${r.phase.toFixed(2)} s of the task`);
+  text('rt-hold', r.hold_s === undefined ? '–' : `${r.hold_s.toFixed(2)} s`);
+  text('rt-faults', r.faults ? `${r.faults.profile} (seed ${r.faults.seed})` : '–', r.faults?.profile === 'healthy' ? '' : 'warn');
+  const q = $('rt-queue');
+  q.firstElementChild.style.width = c ? `${(100 * c.actions_left) / c.horizon}%` : '0';
+  q.classList.toggle('stale', !!stale);
+  const ol = $('rt-events');
+  const key = (r.events || []).map((e) => `${e.t}${e.text}`).join('|');
+  if (ol.dataset.key !== key) {
+    ol.dataset.key = key;
+    ol.replaceChildren(...(r.events || []).slice().reverse().map((e) => {
+      const li = document.createElement('li');
+      li.dataset.kind = e.kind;
+      const t = document.createElement('time');
+      t.textContent = `${e.t.toFixed(1)} s`;
+      const span = document.createElement('span');
+      span.textContent = e.text + (e.detail ? ` — ${e.detail}` : '');
+      li.append(t, span);
+      return li;
+    }));
+  }
+  plotRuntime(r);
+  window.remoteRuntime = r;
+}
+
+async function pollRuntime() {
+  try {
+    const res = await fetch('/api/remote/runtime');
+    if (res.ok) onRuntime(await res.json());
+  } catch (e) { /* the monitor above says why the server is not reachable */ }
+  setTimeout(pollRuntime, 250);
+}
+pollRuntime();
+
+async function runtimeAction(action, body, what) {
+  try {
+    const r = await api(`/api/remote/runtime/${action}`, body);
+    if (r.state) onRuntime(r);
+    rtShow(`${what}: ${r.state ?? (r.armed ? 'armed' : 'ok')}`, true);
+  } catch (e) { rtShow(`${e.message}${e.hint ? `\n${e.hint}` : ''}`, false); }
+}
+function rtShow(msg, ok) { const el = $('rt-answer'); el.textContent = msg; el.className = `answer ${ok ? 'ok' : 'bad'}`; }
+
+$('rt-estop').addEventListener('click', () => runtimeAction('estop', {}, 'e-stop'));
+$('rt-clear').addEventListener('click', () => {
+  if (window.confirm('Clear the e-stop? The robot goes back to a protective hold, then follows the policy again.')) {
+    runtimeAction('estop/clear', { confirm: true }, 'e-stop cleared');
+  }
+});
+$('rt-arm-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  runtimeAction('arm', { reason: $('rt-reason').value, expires_s: Number($('rt-expires').value) }, 'arm');
+});
+$('rt-start-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  runtimeAction('start', { policy_url: $('rt-policy').value }, 'start');
+});
+$('rt-stop').addEventListener('click', () => runtimeAction('stop', {}, 'stop'));
+$('rt-fault-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  runtimeAction('faults', { profile: $('rt-profile').value, seed: Number($('rt-seed').value) }, 'faults');
+});

@@ -167,6 +167,14 @@ async function loadTimeline() {
     if (!r.ok) throw Object.assign(new Error(data.error), { hint: data.hint });
     timeline = data;
     $('replay-info').textContent = `${fmt(data.duration_s, 3)} s · frame ${fmt(data.frame_dt * 1000, 0)} ms · ${data.events.length} events${data.exact ? ' · bit-exact' : ''}`;
+    const point = /^scan:(.+):(\d+)$/.exec(rid); // a scan point's recording (lab/web/scan_recordings.py)
+    if (point) {
+      const back = document.createElement('a');
+      back.id = 'replay-scan';
+      back.href = `/scans#scan=${encodeURIComponent(point[1])}`;
+      back.textContent = `← its scan, point ${point[2]}`;
+      $('replay-info').append(' · ', back);
+    }
     showEvents(data.events, data.duration_s);
     showCharts(data);
     const f = $('export-form');
