@@ -1,11 +1,14 @@
 """The warm workers with real processes: points run on long-lived workers; a point that crashes, hangs or leaks
 is an error with its output and its worker is killed with its process group and replaced; a cancel stops the
-points in flight; two scans share the workers point by point; a point's figure is drawn when first asked for."""
+points in flight; two scans share the workers point by point; a point's figure is drawn when first asked for; a scan that comes
+while idle workers retire gets workers."""
 
 import re
+import time
 
 import pytest
 
+from lab.scans import pool
 from lab.scans.builtin import PROBE, PUSH_RECOVERY
 from lab.scans.isolation import group_members
 from lab.scans.manager import ScanManager
@@ -86,3 +89,13 @@ def test_a_push_points_figure_is_drawn_when_first_asked_for_not_while_the_scan_r
     with f:
         assert f.read(4) == b"\x89PNG"
     assert png.is_file() and not list(png.parent.glob(".*"))  # drawn once, nothing half-written left
+
+
+def test_a_scan_that_comes_while_idle_workers_retire_still_gets_workers(manager, monkeypatch):
+    """Slots retire under the pool's lock: a run arriving while one retires (its worker being killed) starts
+    its own, instead of waiting forever on a slot that is going."""
+    monkeypatch.setattr(pool, "IDLE_S", 0.3)
+    for pause in (0.9, 1.0, 1.1):  # the idle slots look at the time about once a second
+        time.sleep(pause)
+        s = manager.create({"kind": "probe", "grid": {"work_s": [0.0, 0.01]}, "workers": 2})
+        assert manager.wait(s["id"], 60)["status"] == "done"

@@ -118,9 +118,7 @@ def test_a_scan_on_a_separate_ray_head_completes_cancels_and_survives_the_lab_re
         if lab.poll() is None:
             lab.kill()
 
-    lab = start_lab(
-        port, tmp_path, tmp_path / "lab.log", env=NO_AUTH
-    )  # a new Lab on the same results; the cluster ran on
+    lab = start_lab(port, tmp_path, tmp_path / "lab.log", env=NO_AUTH)  # a new Lab, the same results
     try:
         s = scan(url, sid)
         assert s["status"] == "interrupted" and [p["status"] for p in s["points"]] == ["done", "interrupted"]

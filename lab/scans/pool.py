@@ -192,7 +192,7 @@ class WorkerPool:
         self._cond = threading.Condition()
         self._runs: list[_Run] = []
         self._next_run = 0  # round-robin position in _runs
-        self._slots = 0  # slot threads alive, one worker process each
+        self._slots: set[int] = set()  # the slot threads taking points, by number; one worker process each
         self._closed = False
         self.workers: dict[int, Worker] = {}  # by slot, the live worker processes (for tests and the bench)
 
@@ -204,13 +204,12 @@ class WorkerPool:
             if self._closed:
                 raise RuntimeError("the worker pool is closed")
             self._runs.append(run)
-            while self._slots < min(max(r.limit for r in self._runs), 256):
-                self._slots += 1
-                threading.Thread(target=self._slot, args=(self._slots - 1,), name="scan-worker", daemon=True).start()
+            self._grow()
             self._cond.notify_all()
             try:
                 while not run.over:
                     self._cond.wait(POLL_S)  # also wakes for a cancel, which sets no condition
+                    self._grow()  # a slot that ended (a failed start) is replaced while points are waiting
                     if run.cancel.is_set():
                         self._cond.notify_all()  # slots busy with this run's points look at the cancel
             finally:
@@ -230,6 +229,14 @@ class WorkerPool:
 
     # ------------------------------------------------------------ slots
 
+    def _grow(self) -> None:
+        """Start slot threads up to the largest limit of the waiting runs (caller holds _cond)."""
+        want = min(max((r.limit for r in self._runs if r.todo), default=0), 256)
+        while len(self._slots) < want and not self._closed:
+            n = min(set(range(len(self._slots) + 1)) - self._slots)
+            self._slots.add(n)
+            threading.Thread(target=self._slot, args=(n,), name="scan-worker", daemon=True).start()
+
     def _take(self):
         """The next (run, job) round-robin over the runs that want a point; None to retire (caller holds _cond)."""
         idle_since = time.monotonic()
@@ -248,15 +255,19 @@ class WorkerPool:
 
     def _slot(self, n: int) -> None:
         """One worker's life: take a point, run it, replace the worker when it had to be killed."""
-        worker = None
+        worker, retired = None, False
         try:
             while True:
                 if worker is None and not self._closed:
-                    worker = self.workers[n] = Worker(self.nice)  # warms up while the next point is picked
+                    worker = Worker(self.nice)  # warms up while the next point is picked
+                    with self._cond:
+                        self.workers[n] = worker
                 with self._cond:
                     item = self._take()
-                if item is None:
-                    return
+                    if item is None:  # retired, under the lock: a run that comes now starts a slot of its own
+                        self._slots.discard(n)
+                        retired = True
+                        return
                 run, job = item
                 try:
                     run.on_start(job.index)
@@ -275,8 +286,10 @@ class WorkerPool:
             if worker is not None:
                 worker.kill()
             with self._cond:
-                self.workers.pop(n, None)
-                self._slots -= 1
+                if worker is not None and self.workers.get(n) is worker:
+                    del self.workers[n]
+                if not retired:  # a retired slot's number may be another slot's by now
+                    self._slots.discard(n)
 
 
 def execute(
