@@ -3,6 +3,7 @@ is an error with its output and its worker is killed with its process group and 
 points in flight; two scans share the workers point by point; a point's figure is drawn when first asked for; a scan that comes
 while idle workers retire gets workers."""
 
+import os
 import re
 import time
 
@@ -99,3 +100,18 @@ def test_a_scan_that_comes_while_idle_workers_retire_still_gets_workers(manager,
         time.sleep(pause)
         s = manager.create({"kind": "probe", "grid": {"work_s": [0.0, 0.01]}, "workers": 2})
         assert manager.wait(s["id"], 60)["status"] == "done"
+
+
+def test_killing_a_worker_twice_leaves_the_files_that_reused_its_pipes_numbers_open():
+    w = pool.Worker()
+    numbers = {w._jobs, w._replies}
+    w.kill()
+    r, wr = os.pipe()  # the lowest free numbers: most likely the ones the worker's pipes just gave back
+    try:
+        w.kill()  # (the timeout and cancel paths kill a worker, then its slot kills it again)
+        for fd in (r, wr):
+            os.fstat(fd)  # still open
+        assert numbers & {r, wr}, "the test's premise: a new pipe reuses a killed worker's numbers"
+    finally:
+        os.close(r)
+        os.close(wr)

@@ -106,6 +106,7 @@ class Worker:
             os.close(job_r)
             os.close(rep_w)
         self._jobs, self._replies = job_w, rep_r
+        self._killed = threading.Lock()  # held once killed: its pipes' numbers may be another file's by then
         self._buf = b""
         self.hello: dict | None = None  # {"pid", "guard", "rss_mb"} once started
         self.rss_mb = 0.0  # resident memory after its last point [MiB]
@@ -153,7 +154,10 @@ class Worker:
         return json.loads(line)
 
     def kill(self) -> None:
-        """SIGKILL the worker's process group and reap it; its pipes close."""
+        """SIGKILL the worker's process group and reap it; its pipes close. Only the first call acts: closing a
+        pipe's number twice could close another worker's pipe that reused it."""
+        if not self._killed.acquire(blocking=False):
+            return
         isolation.kill_group(self.proc)
         for fd in (self._jobs, self._replies):
             try:
