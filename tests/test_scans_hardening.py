@@ -19,23 +19,9 @@ import pytest
 import requests
 
 from lab.errors import LabError
+from lab.scans.isolation import group_members
 from tests.conftest import ROOT, free_port, wait_until
 from tests.test_scans_engine import alive
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes in process group ``pgid``, from /proc."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
-            out.append(int(d.name))
-    return out
 
 
 def point_pids(scan_dir: Path, index: int) -> dict:
